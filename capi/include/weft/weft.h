@@ -1,0 +1,254 @@
+/*
+ * weft.h - the C ABI of libweft.so.
+ *
+ * Conventions (see DESIGN.md, "ABI rules"):
+ *  - every function returns weft_status_t; results come back through out-pointers;
+ *  - on failure weft_last_error() (thread-local) says which function, which argument or peer
+ *    rank, and what was expected; the text stays valid until the next weft call on that thread;
+ *  - handles are opaque; destroy/free functions accept NULL; a destroyed or foreign handle is
+ *    detected (magic field) and answered with WEFT_ERR_INVALID_ARGUMENT where the memory is
+ *    still readable;
+ *  - option structs begin with `size_t struct_size` and have an ..._INIT macro.
+ *
+ * Thread safety: a communicator (and requests it returned) is used by one thread at a time,
+ * as in NCCL. Different communicators may be used from different threads concurrently.
+ * weft_comm_abort() is the exception: it may be called from any thread at any time.
+ */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+#define WEFT_VERSION_CODE (WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH)
+/* Bumped on every incompatible ABI change; checked against weft_version()'s abi_version. */
+#define WEFT_ABI_VERSION 1
+
+typedef enum weft_status {
+  WEFT_OK = 0,
+  WEFT_ERR_INVALID_ARGUMENT = 1, /* a bad argument: NULL, out of range, bad enum, overlap */
+  WEFT_ERR_UNSUPPORTED = 2,      /* valid request this build or transport cannot do */
+  WEFT_ERR_OUT_OF_MEMORY = 3,
+  WEFT_ERR_TIMEOUT = 4,          /* a deadline (config timeout / WEFT_TIMEOUT) expired */
+  WEFT_ERR_REMOTE = 5,           /* a peer failed or disappeared; the message names its rank */
+  WEFT_ERR_ABORTED = 6,          /* weft_comm_abort() was called on this communicator */
+  WEFT_ERR_MISMATCH = 7,         /* ranks disagree (version, or op/count/dtype/root in check mode) */
+  WEFT_ERR_TRANSPORT = 8,        /* the network/transport layer failed */
+  WEFT_ERR_INTERNAL = 9,         /* a bug in weft: please report with weft_last_error() */
+  WEFT_IN_PROGRESS = 10          /* weft_test(): not complete yet (not an error) */
+} weft_status_t;
+
+/* Static English name and short explanation of a status; never NULL. */
+const char *weft_status_string(weft_status_t status);
+/* Detailed message of the last failed weft call on this thread ("" if none). */
+const char *weft_last_error(void);
+
+/* Library version (WEFT_VERSION_CODE of the loaded library) and its ABI version. Either may be
+ * NULL. */
+weft_status_t weft_version(int *version_code, int *abi_version);
+
+typedef enum weft_dtype {
+  WEFT_FLOAT64 = 0,
+  WEFT_FLOAT32 = 1,
+  WEFT_FLOAT16 = 2,  /* IEEE 754 binary16 */
+  WEFT_BFLOAT16 = 3, /* bfloat16: the upper 16 bits of binary32 */
+  WEFT_FP8_E4M3 = 4, /* OCP FP8 E4M3 (no infinities, one NaN pattern per sign, max 448) */
+  WEFT_FP8_E5M2 = 5, /* OCP FP8 E5M2 (IEEE-like, max finite 57344) */
+  WEFT_INT8 = 6,
+  WEFT_UINT8 = 7,
+  WEFT_INT32 = 8,
+  WEFT_UINT32 = 9,
+  WEFT_INT64 = 10,
+  WEFT_UINT64 = 11,
+  WEFT_NUM_DTYPES = 12
+} weft_dtype_t;
+
+/*
+ * Reduction rules.
+ *  - FLOAT64/FLOAT32 reduce in their own type.
+ *  - FLOAT16, BFLOAT16 and both FP8 types are widened to float32, reduced in float32 across all
+ *    ranks (partial results travel between ranks as float32), and rounded ONCE to the
+ *    destination type at the end (round-to-nearest-even). The float32 summation order depends
+ *    on the algorithm, so results may differ from a sequential sum by float32 rounding only.
+ *  - FP8 results saturate: a finite result beyond the type's range becomes +-max finite
+ *    (448 for E4M3, 57344 for E5M2) instead of NaN/Inf; NaN inputs stay NaN; E5M2 infinite
+ *    inputs stay infinite.
+ *  - Integers wrap modulo 2^bits for SUM and PROD (two's complement for signed types).
+ *  - AVG is SUM divided by the number of ranks: in float32/float64 for floating types, and
+ *    integer division truncating toward zero for integer types (of the wrapped sum).
+ *  - MIN/MAX of floats with a NaN operand yield NaN.
+ */
+typedef enum weft_op {
+  WEFT_SUM = 0,
+  WEFT_PROD = 1,
+  WEFT_MIN = 2,
+  WEFT_MAX = 3,
+  WEFT_AVG = 4,
+  WEFT_NUM_OPS = 5
+} weft_op_t;
+
+typedef struct weft_comm *weft_comm_t;
+typedef struct weft_request *weft_request_t;
+
+/* Transport preference for host memory. */
+typedef enum weft_transport {
+  WEFT_TRANSPORT_AUTO = 0, /* UCX picks shared memory, CMA, TCP, IB - whatever reaches the peer */
+  WEFT_TRANSPORT_UCX = 1
+} weft_transport_t;
+
+/*
+ * Communicator options. Always initialise with WEFT_COMM_CONFIG_INIT, then set fields:
+ *   weft_comm_config_t cfg = WEFT_COMM_CONFIG_INIT; cfg.timeout_ms = 5000;
+ * struct_size lets newer libraries accept older callers: fields beyond struct_size take their
+ * defaults. A struct_size smaller than the first version's or larger than this library knows
+ * is rejected with WEFT_ERR_INVALID_ARGUMENT. A NULL config means all defaults.
+ */
+typedef struct weft_comm_config {
+  size_t struct_size;
+  /* Deadline for every blocking wait, in milliseconds. 0 = WEFT_TIMEOUT env (seconds) or the
+   * default of 300 s. <0 is invalid. */
+  int64_t timeout_ms;
+  weft_transport_t transport;
+  /* Name used in log lines and error messages; copied; NULL = "weft". */
+  const char *name;
+  /* 1 = compare op/dtype/count/root across ranks before each collective (as WEFT_DEBUG=check);
+   * 0 = take WEFT_DEBUG from the environment. */
+  int check_collectives;
+} weft_comm_config_t;
+
+#define WEFT_COMM_CONFIG_INIT \
+  { sizeof(weft_comm_config_t), 0, WEFT_TRANSPORT_AUTO, NULL, 0 }
+
+/* ------------------------------------------------------------------ communicators */
+
+/* Opaque job identity: address of the rendezvous store and the job secret. Made by one
+ * process with weft_get_unique_id (which also starts the store in that process), then
+ * broadcast by the caller's own means (MPI, a file, ...) to every rank. */
+#define WEFT_UNIQUE_ID_BYTES 128
+typedef struct weft_unique_id {
+  char internal[WEFT_UNIQUE_ID_BYTES];
+} weft_unique_id_t;
+
+/* Starts a rendezvous store in this process (listening on WEFT_MASTER_ADDR or all interfaces,
+ * port WEFT_MASTER_PORT or any free one) and describes it in *id. The store lives until
+ * every communicator created from the id in this process is destroyed, or the process exits. */
+weft_status_t weft_get_unique_id(weft_unique_id_t *id);
+
+/* Collective over `nranks` processes: all call it with the same id and distinct ranks. */
+weft_status_t weft_comm_init(weft_comm_t *comm, const weft_unique_id_t *id, int rank, int nranks,
+                             const weft_comm_config_t *config);
+
+/* Reads rank, size and store address from the environment, first match wins:
+ *   weft:      WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR, WEFT_MASTER_PORT [, WEFT_LOCAL_RANK]
+ *   torchrun:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT [, LOCAL_RANK]
+ *   Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE [, OMPI_COMM_WORLD_LOCAL_RANK]
+ *   PMI:       PMI_RANK, PMI_SIZE
+ *   Slurm:     SLURM_PROCID, SLURM_NTASKS [, SLURM_LOCALID]
+ * The store address always comes from WEFT_MASTER_ADDR/PORT or MASTER_ADDR/PORT. Rank 0 runs
+ * the store unless WEFT_STORE_HOSTED=1 (weftrun hosts it). The secret is WEFT_JOB_SECRET. */
+weft_status_t weft_comm_init_from_env(weft_comm_t *comm, const weft_comm_config_t *config);
+
+/* Collective over `comm`: ranks passing the same color >= 0 form a new communicator, ordered by
+ * (key, old rank). color < 0 (WEFT_SPLIT_NOCOLOR) yields *newcomm = NULL. config NULL = inherit. */
+#define WEFT_SPLIT_NOCOLOR (-1)
+weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t *newcomm,
+                              const weft_comm_config_t *config);
+/* Collective over `comm`: a new communicator with the same ranks and its own message space. */
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *newcomm);
+
+weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
+weft_status_t weft_comm_size(weft_comm_t comm, int *size);
+/* Rank among the processes of this communicator on the same host, and how many there are. */
+weft_status_t weft_comm_local_rank(weft_comm_t comm, int *local_rank);
+weft_status_t weft_comm_local_size(weft_comm_t comm, int *local_size);
+
+/* Any thread, any time: every pending and later operation on comm fails with
+ * WEFT_ERR_ABORTED. The handle must still be destroyed. */
+weft_status_t weft_comm_abort(weft_comm_t comm);
+/* Waits for this rank's outstanding operations on comm (with the deadline), then frees it.
+ * Not collective. NULL is accepted. */
+weft_status_t weft_comm_destroy(weft_comm_t comm);
+
+/* ------------------------------------------------------------------ requests */
+
+/* Every operation below takes `weft_request_t *request`: NULL = blocking (returns when done);
+ * non-NULL = asynchronous: returns at once with *request set, the buffers must stay untouched
+ * until weft_wait/weft_test reports completion. Operations on one communicator complete in the
+ * order they were issued. */
+weft_status_t weft_wait(weft_request_t request);
+/* WEFT_OK when complete (sets *done=1), WEFT_IN_PROGRESS when not (sets *done=0), or the
+ * operation's error. done may be NULL. */
+weft_status_t weft_test(weft_request_t request, int *done);
+/* Frees a request; if still pending it is waited for first (with the deadline). NULL ok. */
+weft_status_t weft_request_free(weft_request_t request);
+
+/* ------------------------------------------------------------------ collectives
+ *
+ * Buffers are host memory in this release; `stream` must be NULL for host memory (a CUDA
+ * stream, as void *, is reserved for device buffers). Counts are in elements of `dtype`.
+ * A NULL buffer is allowed only with a zero count.
+ * In-place: allreduce, broadcast, reduce, alltoall, alltoallv: sendbuf == recvbuf.
+ *           allgather(v), gather: sendbuf == recvbuf + this rank's offset (as NCCL/MPI_IN_PLACE).
+ *           reduce_scatter: recvbuf == sendbuf + rank * recvcount elements.
+ *           scatter: recvbuf == sendbuf + root * count elements at the root.
+ * Any other overlap between send and receive buffers is WEFT_ERR_INVALID_ARGUMENT.
+ */
+weft_status_t weft_allreduce(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
+                             weft_op_t op, weft_comm_t comm, void *stream, weft_request_t *request);
+/* buf on root is sent; on the others it is received into. */
+weft_status_t weft_broadcast(void *buf, size_t count, weft_dtype_t dtype, int root, weft_comm_t comm,
+                             void *stream, weft_request_t *request);
+/* recvbuf is used on root only (may be NULL elsewhere). */
+weft_status_t weft_reduce(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
+                          weft_op_t op, int root, weft_comm_t comm, void *stream,
+                          weft_request_t *request);
+/* recvbuf holds nranks * sendcount elements, rank i's block at i * sendcount. */
+weft_status_t weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, weft_dtype_t dtype,
+                             weft_comm_t comm, void *stream, weft_request_t *request);
+/* Rank i contributes recvcounts[i] elements placed at displs[i] (elements) of recvbuf.
+ * sendcount must equal recvcounts[rank]. Arrays have nranks entries. */
+weft_status_t weft_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                              const size_t *recvcounts, const size_t *displs, weft_dtype_t dtype,
+                              weft_comm_t comm, void *stream, weft_request_t *request);
+/* sendbuf holds nranks * recvcount elements; rank i receives the reduction of block i. */
+weft_status_t weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  weft_dtype_t dtype, weft_op_t op, weft_comm_t comm, void *stream,
+                                  weft_request_t *request);
+/* Block j (count elements) of sendbuf goes to rank j; block i of recvbuf comes from rank i. */
+weft_status_t weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype,
+                            weft_comm_t comm, void *stream, weft_request_t *request);
+/* sendcounts[j] elements at sdispls[j] go to rank j; recvcounts[i] elements from rank i land at
+ * rdispls[i]. Counts must agree pairwise (checked in WEFT_DEBUG=check mode). */
+weft_status_t weft_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                             void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                             weft_dtype_t dtype, weft_comm_t comm, void *stream,
+                             weft_request_t *request);
+/* recvbuf (root only) holds nranks * count elements. */
+weft_status_t weft_gather(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype, int root,
+                          weft_comm_t comm, void *stream, weft_request_t *request);
+/* sendbuf (root only) holds nranks * count elements. */
+weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t count, weft_dtype_t dtype, int root,
+                           weft_comm_t comm, void *stream, weft_request_t *request);
+weft_status_t weft_barrier(weft_comm_t comm, void *stream, weft_request_t *request);
+/* Point-to-point: messages between a pair of ranks on one communicator match in issue order.
+ * The receive count must equal the send count (a mismatch is WEFT_ERR_MISMATCH). */
+weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,
+                        void *stream, weft_request_t *request);
+weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,
+                        void *stream, weft_request_t *request);
+
+/* Size in bytes of one element of dtype (0 and WEFT_ERR_INVALID_ARGUMENT for a bad dtype). */
+weft_status_t weft_dtype_size(weft_dtype_t dtype, size_t *size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_WEFT_H */
