@@ -28,7 +28,8 @@ bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
   if (passive) hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
   const char* node = host.empty() ? nullptr : host.c_str();
-  int rc = ::getaddrinfo(node, nullptr, &hints, &res);
+  // getaddrinfo refuses a NULL node with a NULL service; "0" asks for the wildcard address.
+  int rc = ::getaddrinfo(node, node ? nullptr : "0", &hints, &res);
   if (rc != 0) {
     *error = rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : std::string(gai_strerror(rc));
     return false;

@@ -166,16 +166,16 @@ void UcxTransport::recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) {
   op.handle = nullptr;
   op.state.store(Op::State::pending, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
-  ucp_tag_recv_info_t info{};
   ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+  // No immediate completion: UCX 1.13 leaves recv_info.tag_info unfilled when a receive
+  // matches an already-arrived message inside ucp_tag_recv_nbx, so the received length would
+  // be unknown. Completion always comes through recv_done, which gets the length.
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = &recv_done;
   p.user_data = &op;
-  p.recv_info.tag_info = &info;
   ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~Tag{0}, &p);
   if (r == nullptr) {
-    op.received = info.length;
-    complete(&op, UCS_OK);
+    fail(Status::internal, "UCX completed a receive immediately despite UCP_OP_ATTR_FLAG_NO_IMM_CMPL");
   } else if (UCS_PTR_IS_ERR(r)) {
     complete(&op, UCS_PTR_STATUS(r));
   } else {
