@@ -41,7 +41,9 @@ std::string encode_rank_record(const RankRecord& r) {
                                r.transport_address.size());
   auto root = schema::CreateRankRecord(fbb, r.rank, r.nranks, r.version_code, r.abi_version, host, boot, r.pid_ns,
                                        r.pid, r.device, addr);
-  schema::FinishRankRecordBuffer(fbb, root);
+  // Size-prefixed: the verifier then also checks that not a byte is missing, even where the
+  // tail of the buffer is only alignment padding.
+  schema::FinishSizePrefixedRankRecordBuffer(fbb, root);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }
 
@@ -56,12 +58,12 @@ RankRecord decode_rank_record(const std::string& bytes, int from_rank) {
   auto* buf = reinterpret_cast<uint8_t*>(storage.data());
   if (!bytes.empty()) std::memcpy(buf, bytes.data(), bytes.size());
   flatbuffers::Verifier verifier(buf, bytes.size());
-  if (bytes.size() < 8 || !schema::VerifyRankRecordBuffer(verifier)) {
+  if (bytes.size() < 8 || !schema::VerifySizePrefixedRankRecordBuffer(verifier)) {
     fail(Status::transport,
          "rank record from rank %d (%zu bytes) failed verification: corrupt, truncated or not a weft rank record",
          from_rank, bytes.size());
   }
-  const schema::RankRecord* rec = schema::GetRankRecord(buf);
+  const schema::RankRecord* rec = schema::GetSizePrefixedRankRecord(buf);
   const char* missing = nullptr;
   if (!rec->rank()) missing = "rank";
   else if (!rec->nranks()) missing = "nranks";

@@ -24,7 +24,7 @@ struct RankRecord {
   bool operator==(const RankRecord&) const = default;
 };
 
-// FlatBuffer bytes (file identifier "WFRR").
+// Size-prefixed FlatBuffer bytes (file identifier "WFRR").
 std::string encode_rank_record(const RankRecord& record);
 // Verifies the buffer before reading it. Throws weft::Error(Status::transport) naming from_rank
 // when the bytes are not a valid record, a required field (all but device and

@@ -21,15 +21,21 @@ void Fd::reset(int fd) {
 bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
                   std::vector<sockaddr_in>* out, std::string* error) {
   out->clear();
+  if (host.empty()) {
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_addr.s_addr = htonl(passive ? INADDR_ANY : INADDR_LOOPBACK);
+    any.sin_port = htons(port);
+    out->push_back(any);
+    return true;
+  }
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_protocol = IPPROTO_TCP;
   if (passive) hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  const char* node = host.empty() ? nullptr : host.c_str();
-  // getaddrinfo refuses a NULL node with a NULL service; "0" asks for the wildcard address.
-  int rc = ::getaddrinfo(node, node ? nullptr : "0", &hints, &res);
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0) {
     *error = rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : std::string(gai_strerror(rc));
     return false;

@@ -41,7 +41,7 @@ class Fd {
 };
 
 // IPv4 addresses of host (a name or dotted address) with port filled in. host "" means any
-// address (for binding). Returns false and sets *error (getaddrinfo's words) when it fails.
+// address when passive (binding), else loopback. Returns false and sets *error (getaddrinfo's words) when it fails.
 bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
                   std::vector<sockaddr_in>* out, std::string* error);
 

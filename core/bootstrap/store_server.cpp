@@ -108,7 +108,8 @@ struct StoreServer::Impl {
   void reply(Conn& c, ReplyStatus status, const std::string& payload);
   void reply_timeout(Conn& c);
   void queue(Conn& c, const std::string& bytes);
-  void reject(Conn& c, const std::string& why, bool flush_first = false);
+  // Counts and logs the rejection, then sends `farewell` (if any) and closes the connection.
+  void reject(Conn& c, const std::string& why, const std::string& farewell = std::string());
   void close_conn(Conn& c);
 };
 
@@ -297,12 +298,13 @@ void StoreServer::Impl::on_readable(Conn& c) {
 }
 
 void StoreServer::Impl::on_eof(Conn& c) {
-  if (!c.authenticated) {
+  if (!c.authenticated && !c.in.empty()) {
     reject(c, format("closed the connection during the handshake after %zu bytes", c.in.size()));
   } else if (!c.in.empty()) {
     reject(c, format("closed the connection in the middle of a frame (%zu bytes of it received)",
                      c.in.size()));
   } else {
+    // Includes a peer that left without sending anything (a port probe): not an attack.
     log(LogLevel::trace, "store %s: %s disconnected", where.c_str(), c.peer.c_str());
     close_conn(c);
   }
@@ -342,14 +344,16 @@ void StoreServer::Impl::close_conn(Conn& c) {
   c.out.clear();
 }
 
-void StoreServer::Impl::reject(Conn& c, const std::string& why, bool flush_first) {
+void StoreServer::Impl::reject(Conn& c, const std::string& why, const std::string& farewell) {
+  // Counted before the farewell goes out, so a peer that reads it sees the count already.
   rejected.fetch_add(1);
   log(LogLevel::warn, "store %s: rejecting connection from %s: %s", where.c_str(), c.peer.c_str(),
       why.c_str());
-  if (flush_first && c.out_sent < c.out.size()) {
+  c.in.clear();
+  if (!farewell.empty()) {
     c.close_after_flush = true;
-    c.in.clear();
-    return;
+    queue(c, farewell);  // closes the connection once written
+    if (c.closed || c.out_sent < c.out.size()) return;
   }
   close_conn(c);
 }
@@ -390,10 +394,9 @@ bool StoreServer::Impl::process_handshake(Conn& c) {
   if (version != wire::kProtocolVersion) {
     std::string r;
     wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::version_refused));
-    queue(c, r);
     reject(c, format("speaks store protocol version %u; this store speaks version %u", version,
                      wire::kProtocolVersion),
-           /*flush_first=*/true);
+           r);
     return false;
   }
   if (secret_len > wire::kMaxSecret) {
@@ -407,8 +410,7 @@ bool StoreServer::Impl::process_handshake(Conn& c) {
   std::string r;
   if (!good) {
     wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::secret_refused));
-    queue(c, r);
-    reject(c, "wrong job secret", /*flush_first=*/true);
+    reject(c, "wrong job secret", r);
     return false;
   }
   wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::welcome));
