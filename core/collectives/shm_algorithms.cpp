@@ -33,16 +33,16 @@ size_t chunk_elems(ShmContext& ctx, size_t elem, int parts) {
 // One chunk of allreduce/reduce: everyone copies in, reduces its part into its own slot, and
 // the ranks in `copy_out` (all, or the root only) gather the parts.
 void reduce_chunk(Channel& ch, ShmContext& ctx, const char* in, char* out, size_t len, const Reducer& red,
-                  bool copy_out, const char* op) {
+                  bool copy_out) {
   shm::Segment& seg = ctx.segment();
   const int n = ch.size(), rank = ch.rank();
   const int set = ctx.next_set();
   std::memcpy(seg.slot(set, rank), in, red.bytes(len));
-  ctx.barrier(ch.comm(), op);
+  ctx.barrier(ch);
   Blocks parts = Blocks::even(len, n);
   const size_t mine = red.bytes(parts.offset[static_cast<size_t>(rank)]);
   reduce_slots(ctx, set, rank, mine, seg.slot(set, rank) + mine, parts.length[static_cast<size_t>(rank)], red);
-  ctx.barrier(ch.comm(), op);
+  ctx.barrier(ch);
   if (!copy_out) return;
   for (int q = 0; q < n; ++q) {
     const size_t at_q = red.bytes(parts.offset[static_cast<size_t>(q)]);
@@ -52,11 +52,11 @@ void reduce_chunk(Channel& ch, ShmContext& ctx, const char* in, char* out, size_
 
 // Small reductions: one barrier, then the ranks that want the result reduce all slots.
 void reduce_small(Channel& ch, ShmContext& ctx, const void* send, void* recv, size_t count, const Reducer& red,
-                  bool want_result, const char* op) {
+                  bool want_result) {
   shm::Segment& seg = ctx.segment();
   const int set = ctx.next_set();
   std::memcpy(seg.slot(set, ch.rank()), send, red.bytes(count));
-  ctx.barrier(ch.comm(), op);
+  ctx.barrier(ch);
   if (!want_result) return;
   red.apply(recv, seg.slot(set, 0), seg.slot(set, 1), count);
   for (int j = 2; j < ch.size(); ++j) red.apply(recv, recv, seg.slot(set, j), count);
@@ -68,13 +68,13 @@ bool shm_allreduce(Channel& ch, const void* send, void* recv, size_t count, cons
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
   if (red.bytes(count) <= std::min(kReduceEverywhereBytes, ctx->segment().slot_bytes())) {
-    reduce_small(ch, *ctx, send, recv, count, red, true, "allreduce");
+    reduce_small(ch, *ctx, send, recv, count, red, true);
     return true;
   }
   const size_t step = chunk_elems(*ctx, red.elem, 1);
   for (size_t off = 0; off < count; off += step) {
     size_t len = std::min(step, count - off);
-    reduce_chunk(ch, *ctx, at(send, off, red.elem), at(recv, off, red.elem), len, red, true, "allreduce");
+    reduce_chunk(ch, *ctx, at(send, off, red.elem), at(recv, off, red.elem), len, red, true);
   }
   return true;
 }
@@ -84,14 +84,13 @@ bool shm_reduce(Channel& ch, const void* send, void* recv, size_t count, const R
   if (!ctx) return false;
   const bool is_root = ch.rank() == root;
   if (red.bytes(count) <= std::min(kReduceEverywhereBytes, ctx->segment().slot_bytes())) {
-    reduce_small(ch, *ctx, send, recv, count, red, is_root, "reduce");
+    reduce_small(ch, *ctx, send, recv, count, red, is_root);
     return true;
   }
   const size_t step = chunk_elems(*ctx, red.elem, 1);
   for (size_t off = 0; off < count; off += step) {
     size_t len = std::min(step, count - off);
-    reduce_chunk(ch, *ctx, at(send, off, red.elem), is_root ? at(recv, off, red.elem) : nullptr, len, red, is_root,
-                 "reduce");
+    reduce_chunk(ch, *ctx, at(send, off, red.elem), is_root ? at(recv, off, red.elem) : nullptr, len, red, is_root);
   }
   return true;
 }
@@ -105,7 +104,7 @@ bool shm_broadcast(Channel& ch, void* buf, size_t bytes, int root) {
     size_t len = std::min(step, bytes - off);
     const int set = ctx->next_set();
     if (ch.rank() == root) std::memcpy(seg.slot(set, root), static_cast<char*>(buf) + off, len);
-    ctx->barrier(ch.comm(), "broadcast");
+    ctx->barrier(ch);
     if (ch.rank() != root) std::memcpy(static_cast<char*>(buf) + off, seg.slot(set, root), len);
   }
   return true;
@@ -123,7 +122,7 @@ bool shm_allgather(Channel& ch, const void* send, void* recv, size_t block_bytes
     size_t len = std::min(step, block_bytes - off);
     const int set = ctx->next_set();
     std::memcpy(seg.slot(set, rank), own + off, len);
-    ctx->barrier(ch.comm(), "allgather");
+    ctx->barrier(ch);
     for (int q = 0; q < n; ++q) {
       if (q != rank) std::memcpy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off, seg.slot(set, q), len);
     }
@@ -145,7 +144,7 @@ bool shm_reduce_scatter(Channel& ch, const void* send, void* recv, size_t recvco
       std::memcpy(seg.slot(set, rank) + red.bytes(len * static_cast<size_t>(q)),
                   at(send, recvcount * static_cast<size_t>(q) + off, red.elem), red.bytes(len));
     }
-    ctx->barrier(ch.comm(), "reduce_scatter");
+    ctx->barrier(ch);
     const size_t mine = red.bytes(len * static_cast<size_t>(rank));
     char* out = at(recv, off, red.elem);
     red.apply(out, seg.slot(set, 0) + mine, seg.slot(set, 1) + mine, len);
@@ -167,7 +166,7 @@ bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes)
       std::memcpy(seg.slot(set, rank) + len * static_cast<size_t>(q),
                   static_cast<const char*>(send) + block_bytes * static_cast<size_t>(q) + off, len);
     }
-    ctx->barrier(ch.comm(), "alltoall");
+    ctx->barrier(ch);
     for (int q = 0; q < n; ++q) {
       std::memcpy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off,
                   seg.slot(set, q) + len * static_cast<size_t>(rank), len);
@@ -179,7 +178,7 @@ bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes)
 bool shm_barrier(Channel& ch) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
-  ctx->barrier(ch.comm(), "barrier");
+  ctx->barrier(ch);
   return true;
 }
 

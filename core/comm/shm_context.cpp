@@ -78,7 +78,8 @@ std::unique_ptr<ShmContext> ShmContext::setup(Channel& ch, size_t slot_bytes) {
   return std::unique_ptr<ShmContext>(new ShmContext(std::move(seg)));
 }
 
-void ShmContext::barrier(Comm& comm, const char* operation) {
+void ShmContext::barrier(Channel& ch) {
+  Comm& comm = ch.comm();
   const int n = segment_->nranks(), rank = comm.rank();
   const uint64_t epoch = ++epoch_;
   segment_->arrival(rank).store(epoch, std::memory_order_release);
@@ -94,7 +95,7 @@ void ShmContext::barrier(Comm& comm, const char* operation) {
       cpu_relax();
       continue;
     }
-    if ((spin & 255) == 0) check_waiting(comm, operation, waiting_for, epoch, started);
+    if ((spin & 255) == 0) check_waiting(ch, waiting_for, epoch, started);
     if (spin < 4096) {
       sched_yield();
     } else {
@@ -104,10 +105,10 @@ void ShmContext::barrier(Comm& comm, const char* operation) {
   }
 }
 
-void ShmContext::check_waiting(Comm& comm, const char* operation, int waiting_for, uint64_t epoch,
-                               Clock::time_point& started) {
+void ShmContext::check_waiting(Channel& ch, int waiting_for, uint64_t epoch, Clock::time_point& started) {
+  Comm& comm = ch.comm();
   auto fail_with = [&](Status status, const std::string& why) {
-    Error e(status, format("%s (shm) on %s: %s", operation, comm.describe().c_str(), why.c_str()));
+    Error e(status, format("%s (shm) #%u on %s: %s", ch.operation(), ch.sequence(), comm.describe().c_str(), why.c_str()));
     comm.mark_broken(e);
     throw e;
   };

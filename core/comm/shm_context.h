@@ -28,11 +28,11 @@ class ShmContext {
   int next_set() { return set_ ^= 1; }
   // Publishes this rank's arrival and waits for every rank, within the communicator's
   // deadline; fails (and breaks the communicator) on timeout, abort or a dead peer.
-  void barrier(Comm& comm, const char* operation);
+  void barrier(Channel& ch);
 
  private:
   explicit ShmContext(std::unique_ptr<shm::Segment> s) : segment_(std::move(s)) {}
-  void check_waiting(Comm& comm, const char* operation, int waiting_for, uint64_t epoch, Clock::time_point& started);
+  void check_waiting(Channel& ch, int waiting_for, uint64_t epoch, Clock::time_point& started);
   std::unique_ptr<shm::Segment> segment_;
   uint64_t epoch_ = 0;
   int set_ = 1;
