@@ -1,10 +1,12 @@
-// Collective entry points: validate every argument, then run the core algorithm through
-// launch() (blocking or as a request).
+// Collective entry points: validate every argument, route by where the buffers live
+// (transports/nccl/device_api.h: device memory -> NCCL or staging, host memory -> the core
+// algorithm), then run through launch() / launch_device() (blocking or as a request).
 #include "capi/src/handles.h"
 #include "capi/src/launch.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
 #include "core/collectives/collectives.h"
+#include "transports/nccl/device_api.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -26,9 +28,12 @@ WEFT_API weft_status_t weft_allreduce(const void* sendbuf, void* recvbuf, size_t
     size_t bytes = check_bytes(count, d, "count");
     check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
-    check_host_stream(stream);
     check_no_overlap(sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, bytes, "recvbuf"}})) {
+      return launch_device(h, request, "allreduce", stream,
+                           [=](gpu::Launch& l) { gpu::allreduce(l, sendbuf, recvbuf, count, d, o); });
+    }
     launch(h, request, "allreduce", [=] { coll::allreduce(*c, sendbuf, recvbuf, count, d, o); });
   });
 }
@@ -39,9 +44,13 @@ WEFT_API weft_status_t weft_broadcast(void* buf, size_t count, weft_dtype_t dtyp
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
     check_rank(root, h->comm->size(), "root");
-    check_buffer(buf, check_bytes(count, d, "count"), "buf");
-    check_host_stream(stream);
+    size_t bytes = check_bytes(count, d, "count");
+    check_buffer(buf, bytes, "buf");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{buf, bytes, "buf"}})) {
+      return launch_device(h, request, "broadcast", stream,
+                           [=](gpu::Launch& l) { gpu::broadcast(l, buf, count, d, root); });
+    }
     launch(h, request, "broadcast", [=] { coll::broadcast(*c, buf, count, d, root); });
   });
 }
@@ -59,8 +68,12 @@ WEFT_API weft_status_t weft_reduce(const void* sendbuf, void* recvbuf, size_t co
       check_buffer(recvbuf, bytes, "recvbuf (at the root)");
       check_no_overlap(sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf");
     }
-    check_host_stream(stream);
     Comm* c = h->comm.get();
+    const size_t rbytes = c->rank() == root ? bytes : 0;  // recvbuf is used at the root only
+    if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, rbytes, "recvbuf"}})) {
+      return launch_device(h, request, "reduce", stream,
+                           [=](gpu::Launch& l) { gpu::reduce(l, sendbuf, recvbuf, count, d, o, root); });
+    }
     launch(h, request, "reduce", [=] { coll::reduce(*c, sendbuf, recvbuf, count, d, o, root); });
   });
 }
@@ -75,10 +88,13 @@ WEFT_API weft_status_t weft_allgather(const void* sendbuf, void* recvbuf, size_t
     size_t total = check_bytes_times(sendcount, static_cast<size_t>(n), d, "sendcount x nranks");
     check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, total, "recvbuf");
-    check_host_stream(stream);
     bool in_place = sendbuf == bytes_at(recvbuf, bytes * static_cast<size_t>(rank));
     check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + rank * sendcount");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, total, "recvbuf"}})) {
+      return launch_device(h, request, "allgather", stream,
+                           [=](gpu::Launch& l) { gpu::allgather(l, sendbuf, recvbuf, sendcount, d); });
+    }
     launch(h, request, "allgather", [=] { coll::allgather(*c, sendbuf, recvbuf, sendcount, d); });
   });
 }
@@ -100,10 +116,15 @@ WEFT_API weft_status_t weft_allgatherv(const void* sendbuf, size_t sendcount, vo
     size_t total = check_bytes(extent_of(counts, disp, d, "recvcounts/displs"), d, "recvcounts/displs");
     check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, total, "recvbuf");
-    check_host_stream(stream);
     bool in_place = sendbuf == bytes_at(recvbuf, disp[static_cast<size_t>(rank)] * dtype_size(d));
     check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + displs[rank]");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, total, "recvbuf"}})) {
+      return launch_device(h, request, "allgatherv", stream,
+                           [=, counts = std::move(counts), disp = std::move(disp)](gpu::Launch& l) {
+                             gpu::allgatherv(l, sendbuf, sendcount, recvbuf, counts, disp, d);
+                           });
+    }
     launch(h, request, "allgatherv", [=, counts = std::move(counts), disp = std::move(disp)] {
       coll::allgatherv(*c, sendbuf, sendcount, recvbuf, counts, disp, d);
     });
@@ -121,10 +142,13 @@ WEFT_API weft_status_t weft_reduce_scatter(const void* sendbuf, void* recvbuf, s
     size_t total = check_bytes_times(recvcount, static_cast<size_t>(n), d, "recvcount x nranks");
     check_buffer(sendbuf, total, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
-    check_host_stream(stream);
     bool in_place = recvbuf == bytes_at(sendbuf, bytes * static_cast<size_t>(rank));
     check_no_overlap(sendbuf, total, recvbuf, bytes, in_place, "recvbuf == sendbuf + rank * recvcount");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, total, "sendbuf"}, {recvbuf, bytes, "recvbuf"}})) {
+      return launch_device(h, request, "reduce_scatter", stream,
+                           [=](gpu::Launch& l) { gpu::reduce_scatter(l, sendbuf, recvbuf, recvcount, d, o); });
+    }
     launch(h, request, "reduce_scatter", [=] { coll::reduce_scatter(*c, sendbuf, recvbuf, recvcount, d, o); });
   });
 }
@@ -137,9 +161,12 @@ WEFT_API weft_status_t weft_alltoall(const void* sendbuf, void* recvbuf, size_t 
     size_t total = check_bytes_times(count, static_cast<size_t>(h->comm->size()), d, "count x nranks");
     check_buffer(sendbuf, total, "sendbuf");
     check_buffer(recvbuf, total, "recvbuf");
-    check_host_stream(stream);
     check_no_overlap(sendbuf, total, recvbuf, total, sendbuf == recvbuf, "sendbuf == recvbuf");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, total, "sendbuf"}, {recvbuf, total, "recvbuf"}})) {
+      return launch_device(h, request, "alltoall", stream,
+                           [=](gpu::Launch& l) { gpu::alltoall(l, sendbuf, recvbuf, count, d); });
+    }
     launch(h, request, "alltoall", [=] { coll::alltoall(*c, sendbuf, recvbuf, count, d); });
   });
 }
@@ -157,9 +184,13 @@ WEFT_API weft_status_t weft_alltoallv(const void* sendbuf, const size_t* sendcou
     size_t rbytes = check_bytes(extent_of(rc, rd, d, "recvcounts/rdispls"), d, "recvcounts/rdispls");
     check_buffer(sendbuf, sbytes, "sendbuf");
     check_buffer(recvbuf, rbytes, "recvbuf");
-    check_host_stream(stream);
     check_no_overlap(sendbuf, sbytes, recvbuf, rbytes, sendbuf == recvbuf, "sendbuf == recvbuf");
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {{sendbuf, sbytes, "sendbuf"}, {recvbuf, rbytes, "recvbuf"}})) {
+      return launch_device(h, request, "alltoallv", stream,
+                           [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)](
+                               gpu::Launch& l) { gpu::alltoallv(l, sendbuf, sc, sd, recvbuf, rc, rd, d); });
+    }
     launch(h, request, "alltoallv",
            [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)] {
              coll::alltoallv(*c, sendbuf, sc, sd, recvbuf, rc, rd, d);
@@ -181,8 +212,12 @@ WEFT_API weft_status_t weft_gather(const void* sendbuf, void* recvbuf, size_t co
       bool in_place = sendbuf == bytes_at(recvbuf, bytes * static_cast<size_t>(root));
       check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + root * count at the root");
     }
-    check_host_stream(stream);
     Comm* c = h->comm.get();
+    const size_t rtotal = c->rank() == root ? total : 0;  // recvbuf is used at the root only
+    if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, rtotal, "recvbuf"}})) {
+      return launch_device(h, request, "gather", stream,
+                           [=](gpu::Launch& l) { gpu::gather(l, sendbuf, recvbuf, count, d, root); });
+    }
     launch(h, request, "gather", [=] { coll::gather(*c, sendbuf, recvbuf, count, d, root); });
   });
 }
@@ -201,8 +236,12 @@ WEFT_API weft_status_t weft_scatter(const void* sendbuf, void* recvbuf, size_t c
       bool in_place = recvbuf == bytes_at(sendbuf, bytes * static_cast<size_t>(root));
       check_no_overlap(sendbuf, total, recvbuf, bytes, in_place, "recvbuf == sendbuf + root * count at the root");
     }
-    check_host_stream(stream);
     Comm* c = h->comm.get();
+    const size_t stotal = c->rank() == root ? total : 0;  // sendbuf is used at the root only
+    if (on_device(h, stream, {{sendbuf, stotal, "sendbuf"}, {recvbuf, bytes, "recvbuf"}})) {
+      return launch_device(h, request, "scatter", stream,
+                           [=](gpu::Launch& l) { gpu::scatter(l, sendbuf, recvbuf, count, d, root); });
+    }
     launch(h, request, "scatter", [=] { coll::scatter(*c, sendbuf, recvbuf, count, d, root); });
   });
 }
@@ -210,8 +249,10 @@ WEFT_API weft_status_t weft_scatter(const void* sendbuf, void* recvbuf, size_t c
 WEFT_API weft_status_t weft_barrier(weft_comm_t comm, void* stream, weft_request_t* request) {
   return guarded(__func__, [&] {
     weft_comm* h = lookup_comm(comm, "comm");
-    check_host_stream(stream);
     Comm* c = h->comm.get();
+    if (on_device(h, stream, {})) {
+      return launch_device(h, request, "barrier", stream, [](gpu::Launch& l) { gpu::barrier(l); });
+    }
     launch(h, request, "barrier", [=] { coll::barrier(*c); });
   });
 }

@@ -8,6 +8,7 @@
 #include "core/comm/comm.h"
 #include "weft/weft.h"
 #include "core/comm/executor.h"
+#include "transports/nccl/device_api.h"
 #include "transports/transport.h"
 
 struct weft_comm {
@@ -18,9 +19,11 @@ struct weft_comm {
 struct weft_request {
   uint64_t magic;
   std::shared_ptr<weft::Comm> comm;
-  // Exactly one of these: a queued collective, or a posted point-to-point operation.
+  // Exactly one of these: a queued collective, a posted point-to-point operation, or device
+  // work (transports/nccl: a CUDA event, a staged task or a staged transfer).
   std::shared_ptr<weft::Task> task;
   std::unique_ptr<weft::transport::Op> op;
+  std::shared_ptr<weft::gpu::Pending> device;
   const char* operation;
 };
 

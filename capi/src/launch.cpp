@@ -23,3 +23,28 @@ void launch(weft_comm* h, weft_request_t* request, const char* operation, std::f
 }
 
 }  // namespace weft::capi
+
+namespace weft::capi {
+
+bool on_device(weft_comm* h, void* stream, std::initializer_list<gpu::BufferRef> buffers) {
+  return gpu::route(*h->comm, stream, buffers) == gpu::Route::device;
+}
+
+void launch_device(weft_comm* h, weft_request_t* request, const char* operation, void* stream,
+                   gpu::DeviceWork work) {
+  if (request) *request = nullptr;
+  std::shared_ptr<gpu::Pending> pending = gpu::launch(h->comm, operation, stream, request != nullptr, std::move(work));
+  register_device_request(h, request, operation, std::move(pending));
+}
+
+void register_device_request(weft_comm* h, weft_request_t* request, const char* operation,
+                             std::shared_ptr<gpu::Pending> pending) {
+  if (!request || !pending) return;
+  auto r = std::make_unique<weft_request>();
+  r->comm = h->comm;
+  r->operation = operation;
+  r->device = std::move(pending);
+  *request = register_request(std::move(r));
+}
+
+}  // namespace weft::capi

@@ -2,6 +2,7 @@
 // queued behind earlier collectives), so a rank can post a receive and a send and wait for
 // both; messages between two ranks of one communicator match in issue order.
 #include "capi/src/handles.h"
+#include "capi/src/launch.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
 #include "core/comm/channel.h"
@@ -21,7 +22,11 @@ weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, weft_d
     check_rank(peer, h->comm->size(), "peer");
     size_t bytes = check_bytes(count, d, "count");
     check_buffer(buf, bytes, "buf");
-    check_host_stream(stream);
+    const char* what = is_send ? "send" : "recv";
+    if (on_device(h, stream, {{buf, bytes, "buf"}})) {
+      return register_device_request(h, request, what,
+                                     gpu::p2p(h->comm, is_send, buf, count, d, peer, stream, request != nullptr));
+    }
     Comm& c = *h->comm;
     c.throw_if_unusable();
     auto op = std::make_unique<transport::Op>();
@@ -32,7 +37,6 @@ weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, weft_d
     } else {
       t.recv(*op, world_peer, make_tag(c.id(), peer, kP2PSequence, 0), buf, bytes);
     }
-    const char* what = is_send ? "send" : "recv";
     if (request) {
       auto r = std::make_unique<weft_request>();
       r->comm = h->comm;

@@ -21,7 +21,9 @@ void wait_p2p(weft_request* r) {
 }
 
 void wait_request(weft_request* r) {
-  if (r->task) {
+  if (r->device) {
+    r->device->wait();
+  } else if (r->task) {
     r->task->wait();
     r->task->rethrow();
   } else {
@@ -42,7 +44,9 @@ WEFT_API weft_status_t weft_test(weft_request_t request, int* done) {
   weft_status_t st = guarded(__func__, [&] {
     if (done) *done = 0;
     weft_request* r = lookup_request(request, "request");
-    if (r->task) {
+    if (r->device) {
+      pending = !r->device->test();
+    } else if (r->task) {
       pending = !r->task->done();
       if (!pending) r->task->rethrow();
     } else if (r->op) {

@@ -41,13 +41,6 @@ void check_rank(int r, int nranks, const char* arg) {
   if (r < 0 || r >= nranks) fail(Status::invalid_argument, "%s = %d is out of range; expected 0..%d", arg, r, nranks - 1);
 }
 
-void check_host_stream(void* stream) {
-  if (stream) {
-    fail(Status::unsupported,
-         "stream is not NULL, but this build moves host memory only (no CUDA/NCCL transport); pass NULL");
-  }
-}
-
 void check_out(const void* p, const char* arg) {
   if (!p) fail(Status::invalid_argument, "%s is NULL; expected a pointer to store the result", arg);
 }

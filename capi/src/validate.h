@@ -18,7 +18,6 @@ size_t check_bytes(size_t count, DType dtype, const char* what);
 size_t check_bytes_times(size_t count, size_t n, DType dtype, const char* what);
 void check_buffer(const void* buf, size_t bytes, const char* arg);
 void check_rank(int r, int nranks, const char* arg);
-void check_host_stream(void* stream);
 void check_out(const void* p, const char* arg);
 // Fails when [a, a+abytes) and [b, b+bbytes) overlap unless `allowed_in_place` says they are the
 // documented in-place arrangement.

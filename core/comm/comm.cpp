@@ -32,6 +32,7 @@ ShmContext* Comm::shm(Channel& ch) {
 
 void Comm::abort() {
   aborted_.store(true, std::memory_order_release);
+  if (device_) device_->abort();
   executor_.wake();
 }
 

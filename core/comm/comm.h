@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/comm/config.h"
+#include "core/comm/device_state.h"
 #include "core/comm/executor.h"
 #include "core/comm/scratch.h"
 #include "core/comm/world.h"
@@ -48,6 +49,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
   ShmContext* shm(Channel& ch);
   bool shm_possible() const { return config_.shm && size() > 1 && local_size_ == size(); }
 
+  // Device-memory state (transports/nccl), set while the communicator is created; nullptr in
+  // host-only builds.
+  DeviceState* device() const { return device_.get(); }
+  void set_device(std::unique_ptr<DeviceState> d) { device_ = std::move(d); }
+
   // Sequence number for the next collective; every rank draws them in the same order.
   uint32_t next_sequence() { return seq_++; }
 
@@ -81,6 +87,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   Scratch scratch_;
   enum class ShmState { untried, ready, unavailable } shm_state_ = ShmState::untried;
   std::unique_ptr<ShmContext> shm_;
+  std::unique_ptr<DeviceState> device_;
   // Last member: destroyed first, so queued work finishes while the rest is intact.
   Executor executor_;
 };

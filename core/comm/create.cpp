@@ -6,6 +6,7 @@
 #include "core/collectives/collectives.h"
 #include "core/comm/channel.h"
 #include "core/common/log.h"
+#include "transports/nccl/device_api.h"
 
 namespace weft {
 namespace {
@@ -21,6 +22,13 @@ std::shared_ptr<Comm> with_shm(std::shared_ptr<Comm> comm) {
   return comm;
 }
 
+// Device memory (transports/nccl): picks the GPU and sets up NCCL, likewise while every rank is
+// inside the creating call.
+std::shared_ptr<Comm> with_device(std::shared_ptr<Comm> comm, const Comm* parent) {
+  gpu::attach(*comm, parent);
+  return comm;
+}
+
 }  // namespace
 
 std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig config) {
@@ -29,7 +37,9 @@ std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig confi
   if (!world->try_reserve_comm_id(0)) fail(Status::internal, "a fresh world already had communicator id 0");
   std::vector<int> members(static_cast<size_t>(setup.size));
   for (int r = 0; r < setup.size; ++r) members[static_cast<size_t>(r)] = r;
-  return with_shm(std::make_shared<Comm>(std::move(world), std::move(members), setup.rank, 0u, std::move(config)));
+  return with_device(
+      with_shm(std::make_shared<Comm>(std::move(world), std::move(members), setup.rank, 0u, std::move(config))),
+      nullptr);
 }
 
 namespace {
@@ -82,7 +92,9 @@ std::shared_ptr<Comm> split_comm(Comm& parent, int color, int key, CommConfig co
     members.push_back(parent.world_rank_of(order[i]));
   }
   log(LogLevel::info, "%s split: color %d -> %zu ranks, id %u", parent.describe().c_str(), color, members.size(), id);
-  return with_shm(std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config)));
+  return with_device(
+      with_shm(std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config))),
+      &parent);
 }
 
 }  // namespace weft

@@ -1,6 +1,8 @@
-// Private to kernels/cpu: the rounding and decoding shared by every float32 <-> narrow float
+// Private to kernels/: the rounding and decoding shared by every float32 <-> narrow float
 // conversion. The narrow formats differ only in field widths and in how they spend the top
-// exponent (inf/NaN), so the arithmetic lives here once and convert*.cpp add the special cases.
+// exponent (inf/NaN), so the arithmetic lives here once and codecs.h adds the special cases.
+// kernels/cuda compiles the same functions as __host__ __device__, so GPU casts are
+// bit-identical to their CPU twins.
 // Rounding decisions are made on the bits or with float operations whose results are exact,
 // never by the FPU's rounding, so results do not depend on its rounding mode (test_convert
 // runs them under every mode and under flush-to-zero).
@@ -10,20 +12,27 @@
 #include <cstddef>
 #include <cstdint>
 
+// Host and device: nvcc compiles these for both; a plain C++ compiler sees ordinary functions.
+#if defined(__CUDACC__)
+#define WEFT_HD __host__ __device__
+#else
+#define WEFT_HD
+#endif
+
 namespace weft::kernels::detail {
 
 constexpr uint32_t kF32AbsMask = 0x7fffffffu;
 constexpr uint32_t kF32InfBits = 0x7f800000u;
 constexpr uint32_t kF32QuietBit = 0x00400000u;
 
-constexpr uint32_t f32_bits(float x) { return std::bit_cast<uint32_t>(x); }
-constexpr float f32_from_bits(uint32_t u) { return std::bit_cast<float>(u); }
+WEFT_HD constexpr uint32_t f32_bits(float x) { return std::bit_cast<uint32_t>(x); }
+WEFT_HD constexpr float f32_from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 
 // Drops the low `shift` bits of `sig` rounding to nearest, ties to even (1 <= shift <= 31):
 // adding just under half, plus the kept lsb, carries exactly when rounding up is due. Pure
 // arithmetic (no comparisons folded into bools) so that the vectoriser accepts it. Wraps
 // harmlessly for garbage inputs of lanes whose result is discarded.
-constexpr uint32_t shift_right_rne(uint32_t sig, int shift) {
+WEFT_HD constexpr uint32_t shift_right_rne(uint32_t sig, int shift) {
   const uint32_t lsb = (sig >> shift) & 1u;
   return (sig + ((uint32_t{1} << (shift - 1)) - 1u) + lsb) >> shift;
 }
@@ -40,7 +49,7 @@ constexpr uint32_t shift_right_rne(uint32_t sig, int shift) {
 // (scaling by a power of two, truncation, subtracting the integer part); exact results are the
 // same in every rounding mode, and flush-to-zero only touches inputs that round to 0 anyway.
 template <int E, int M>
-inline uint32_t round_magnitude(uint32_t a) {
+WEFT_HD inline uint32_t round_magnitude(uint32_t a) {
   static_assert(E >= 2 && E <= 5 && M >= 1 && M <= 10, "the subnormal scaling below must stay in range");
   constexpr int kBias = (1 << (E - 1)) - 1;
   constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 - kBias + 1) << 23;  // as float32 bits
@@ -67,7 +76,7 @@ inline uint32_t round_magnitude(uint32_t a) {
 // Float32 bits of a finite magnitude code of the same family of formats (exponent field less
 // than all-ones, or any field for formats like E4M3 that use it for finite values).
 template <int E, int M>
-constexpr uint32_t widen_magnitude(uint32_t code) {
+WEFT_HD constexpr uint32_t widen_magnitude(uint32_t code) {
   constexpr int kBias = (1 << (E - 1)) - 1;
   const uint32_t exp = code >> M;
   const uint32_t mant = code & ((uint32_t{1} << M) - 1u);
@@ -77,7 +86,8 @@ constexpr uint32_t widen_magnitude(uint32_t code) {
   if (mant == 0) return 0;
   // Subnormal in the narrow format, always normal in float32: renormalise so the leading one
   // becomes the implicit bit.
-  const int top = std::bit_width(mant) - 1;  // position of the leading one, < M
+  int top = 0;  // position of the leading one, < M (a loop: also compiles as device code)
+  while ((mant >> (top + 1)) != 0) ++top;
   const uint32_t e32 = static_cast<uint32_t>(127 - kBias + 1 - M + top);
   return (e32 << 23) | ((mant ^ (uint32_t{1} << top)) << (23 - top));
 }

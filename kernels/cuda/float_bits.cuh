@@ -1,0 +1,59 @@
+// Private to kernels/cuda: the element types of each DType on the device, the float32 codec of
+// each narrow type (kernels/cpu/codecs.h, compiled for the device), and bit access to floats.
+#pragma once
+
+#include <cstdint>
+
+#include "core/common/dtype.h"
+#include "kernels/cpu/codecs.h"
+
+namespace weft::kernels::cuda::detail {
+
+__device__ inline uint32_t bits_of(float x) { return __float_as_uint(x); }
+__device__ inline uint64_t bits_of(double x) { return static_cast<uint64_t>(__double_as_longlong(x)); }
+__device__ inline float float_of(uint32_t u) { return __uint_as_float(u); }
+__device__ inline double float_of(uint64_t u) { return __longlong_as_double(static_cast<long long>(u)); }
+
+// Codec of a narrow float stored as Storage (uint16_t or uint8_t): widen() to float32 and
+// narrow() back with the CPU's rounding (fp8 saturates, as narrow_from_f32 does).
+template <DType D> struct Codec;
+template <> struct Codec<DType::f16> {
+  using Storage = uint16_t;
+  __device__ static float widen(Storage v) { return kernels::detail::f16_to_f32_inline(v); }
+  __device__ static Storage narrow(float x) { return kernels::detail::f32_to_f16_inline(x); }
+};
+template <> struct Codec<DType::bf16> {
+  using Storage = uint16_t;
+  __device__ static float widen(Storage v) { return kernels::detail::bf16_to_f32_inline(v); }
+  __device__ static Storage narrow(float x) { return kernels::detail::f32_to_bf16_inline(x); }
+};
+template <> struct Codec<DType::f8e4m3> {
+  using Storage = uint8_t;
+  __device__ static float widen(Storage v) { return __uint_as_float(kernels::detail::e4m3_bits(v)); }
+  __device__ static Storage narrow(float x) { return kernels::detail::to_e4m3(x, true); }
+};
+template <> struct Codec<DType::f8e5m2> {
+  using Storage = uint8_t;
+  __device__ static float widen(Storage v) { return __uint_as_float(kernels::detail::e5m2_bits(v)); }
+  __device__ static Storage narrow(float x) { return kernels::detail::to_e5m2(x, true); }
+};
+template <> struct Codec<DType::f32> {
+  using Storage = float;
+  __device__ static float widen(Storage v) { return v; }
+  __device__ static Storage narrow(float x) { return x; }
+};
+
+// Calls fn(Codec<D>{}) for a float type narrower than or equal to f32; false for others.
+template <class Fn>
+bool with_codec(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::f16: fn(Codec<DType::f16>{}); return true;
+    case DType::bf16: fn(Codec<DType::bf16>{}); return true;
+    case DType::f8e4m3: fn(Codec<DType::f8e4m3>{}); return true;
+    case DType::f8e5m2: fn(Codec<DType::f8e5m2>{}); return true;
+    case DType::f32: fn(Codec<DType::f32>{}); return true;
+    default: return false;
+  }
+}
+
+}  // namespace weft::kernels::cuda::detail

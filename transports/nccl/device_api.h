@@ -1,0 +1,88 @@
+// Device memory (DESIGN.md: "Transport choice per buffer"): what capi/ and core/ call. The
+// declarations hold in every build; a CUDA build implements them in this folder (NCCL when the
+// communicator has it, else staging through pinned host memory), a host-only build in
+// host_only.cpp (everything is host memory; a stream is refused).
+//
+// No CUDA type appears here: streams are void * (cudaStream_t), as in weft.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "core/comm/comm.h"
+#include "core/common/dtype.h"
+
+namespace weft::gpu {
+
+// One buffer argument of a call, for routing: bytes == 0 (or ptr == NULL) means "not used".
+struct BufferRef {
+  const void* ptr;
+  size_t bytes;
+  const char* name;  // the argument's name in weft.h, for messages
+};
+
+enum class Route { host, device };
+
+// Where a call runs (the rule is stated in weft.h, "collectives"): all used buffers device
+// memory of the communicator's GPU -> device; all host memory (pageable or pinned) with a NULL
+// stream -> host. Throws Error with the argument's name for a mix of host and device buffers,
+// managed memory, a buffer or stream on another GPU, or a stream with host buffers. A call
+// whose buffers are all unused goes to the device when it has a stream.
+Route route(Comm& comm, void* stream, std::initializer_list<BufferRef> buffers);
+
+// Completion of device work handed back as a weft_request_t.
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  // True when complete; throws the operation's error (timeout, abort, NCCL or CUDA failure).
+  virtual bool test() = 0;
+  // Until complete, within the communicator's deadline; throws like test().
+  virtual void wait() = 0;
+};
+
+// One device operation being issued (stream, sequence number, NCCL or staging); defined in
+// launch.h for this folder's code only.
+class Launch;
+using DeviceWork = std::function<void(Launch&)>;
+
+// Runs `work` in issue order with the communicator's other operations (its executor), on
+// `stream` or, when stream is NULL, on the communicator's own stream. Returns a Pending when
+// want_request, else nullptr after the work is queued on a user stream (stream-ordered, as
+// NCCL) or complete (NULL stream: the call waits, with the NCCL watchdog).
+std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* operation, void* stream,
+                                bool want_request, DeviceWork work);
+
+// The collectives of core/collectives/collectives.h on device buffers, with the same argument
+// rules (already validated by the C shims). Called inside launch()'s work.
+void allreduce(Launch& l, const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
+void broadcast(Launch& l, void* buf, size_t count, DType dtype, int root);
+void reduce(Launch& l, const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root);
+void allgather(Launch& l, const void* send, void* recv, size_t count, DType dtype);
+void allgatherv(Launch& l, const void* send, size_t sendcount, void* recv, const std::vector<size_t>& counts,
+                const std::vector<size_t>& displs, DType dtype);
+void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, DType dtype, ReduceOp op);
+void alltoall(Launch& l, const void* send, void* recv, size_t count, DType dtype);
+void alltoallv(Launch& l, const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
+               void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls, DType dtype);
+void gather(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root);
+void scatter(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root);
+void barrier(Launch& l);
+
+// Point-to-point on device buffers: through NCCL (stream-ordered with the collectives, as
+// NCCL's ncclSend/ncclRecv) or staged (posted to UCX at once, like host point-to-point).
+// Returns a Pending when want_request, else completes (or queues, on a user stream with NCCL).
+std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, bool is_send, void* buf, size_t count, DType dtype,
+                             int peer, void* stream, bool want_request);
+
+// Comm creation hook (core/comm/create.cpp): collective over the new communicator, while every
+// rank is inside the creating call. Picks the GPU (the parent's, else WEFT_DEVICE, else
+// local_rank % device count) and sets up NCCL when every rank has its own GPU; otherwise device
+// buffers are staged. Never throws for a local CUDA/NCCL problem (that would leave the other
+// ranks waiting): it logs it (WEFT_DEBUG=info) and the communicator goes without.
+void attach(Comm& comm, const Comm* parent);
+
+}  // namespace weft::gpu

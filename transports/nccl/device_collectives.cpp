@@ -1,0 +1,51 @@
+// The device collectives of device_api.h: NCCL when the communicator has it, else staging.
+#include "transports/nccl/device_api.h"
+#include "transports/nccl/paths.h"
+
+#if WEFT_HAVE_NCCL
+#define WEFT_ROUTE(call)                      \
+  do {                                        \
+    if (l.nccl()) return nccl_path::call;     \
+    return staged::call;                      \
+  } while (0)
+#else
+#define WEFT_ROUTE(call) return staged::call
+#endif
+
+namespace weft::gpu {
+
+void allreduce(Launch& l, const void* send, void* recv, size_t count, DType dtype, ReduceOp op) {
+  WEFT_ROUTE(allreduce(l, send, recv, count, dtype, op));
+}
+void broadcast(Launch& l, void* buf, size_t count, DType dtype, int root) {
+  WEFT_ROUTE(broadcast(l, buf, count, dtype, root));
+}
+void reduce(Launch& l, const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root) {
+  WEFT_ROUTE(reduce(l, send, recv, count, dtype, op, root));
+}
+void allgather(Launch& l, const void* send, void* recv, size_t count, DType dtype) {
+  WEFT_ROUTE(allgather(l, send, recv, count, dtype));
+}
+void allgatherv(Launch& l, const void* send, size_t sendcount, void* recv, const std::vector<size_t>& counts,
+                const std::vector<size_t>& displs, DType dtype) {
+  WEFT_ROUTE(allgatherv(l, send, sendcount, recv, counts, displs, dtype));
+}
+void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, DType dtype, ReduceOp op) {
+  WEFT_ROUTE(reduce_scatter(l, send, recv, recvcount, dtype, op));
+}
+void alltoall(Launch& l, const void* send, void* recv, size_t count, DType dtype) {
+  WEFT_ROUTE(alltoall(l, send, recv, count, dtype));
+}
+void alltoallv(Launch& l, const void* send, const std::vector<size_t>& sendcounts, const std::vector<size_t>& sdispls,
+               void* recv, const std::vector<size_t>& recvcounts, const std::vector<size_t>& rdispls, DType dtype) {
+  WEFT_ROUTE(alltoallv(l, send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype));
+}
+void gather(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root) {
+  WEFT_ROUTE(gather(l, send, recv, count, dtype, root));
+}
+void scatter(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root) {
+  WEFT_ROUTE(scatter(l, send, recv, count, dtype, root));
+}
+void barrier(Launch& l) { WEFT_ROUTE(barrier(l)); }
+
+}  // namespace weft::gpu

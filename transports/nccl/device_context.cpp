@@ -1,0 +1,68 @@
+#include "transports/nccl/device_context.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/common/log.h"
+#include "core/common/status.h"
+#include "transports/nccl/nccl_comm.h"
+
+namespace weft::gpu {
+
+DeviceContext::DeviceContext(const Comm& comm, int device_count) : device_count_(device_count) {
+  (void)comm;
+  if (const char* v = std::getenv("WEFT_STAGING_CHUNK_BYTES"); v && *v) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long b = std::strtoull(v, &end, 10);
+    if (errno || end == v || *end || b < 4096 || b > (1ull << 30)) {
+      log(LogLevel::warn, "WEFT_STAGING_CHUNK_BYTES='%s' ignored; expected 4096 .. 1073741824", v);
+    } else {
+      staging_chunk_ = static_cast<size_t>(b);
+    }
+  }
+}
+
+DeviceContext::~DeviceContext() {
+  // NCCL first: finalizing flushes work that may still use the streams and buffers below.
+  nccl_.reset();
+  if (device_ < 0) return;
+  int previous = -1;
+  bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+  if (tiny_) cudaFree(tiny_);
+  if (stream_) cudaStreamDestroy(stream_);
+  cudaGetLastError();
+  if (switched) cudaSetDevice(previous);
+}
+
+void DeviceContext::abort() noexcept {
+  if (nccl_) nccl_->abort();
+}
+
+cudaStream_t DeviceContext::stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!stream_) cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "creating the communicator's stream");
+  return stream_;
+}
+
+void* DeviceContext::tiny_buffer() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!tiny_) {
+    cuda_check(cudaMalloc(&tiny_, 16), "cudaMalloc for the barrier buffer");
+    cuda_check(cudaMemset(tiny_, 0, 16), "cudaMemset of the barrier buffer");
+  }
+  return tiny_;
+}
+
+DeviceContext* context_of(const Comm& comm) { return dynamic_cast<DeviceContext*>(comm.device()); }
+
+DeviceContext& require_context(const Comm& comm, const char* operation) {
+  DeviceContext* ctx = context_of(comm);
+  if (!ctx || ctx->device() < 0) {
+    fail(Status::unsupported, "%s on device memory: %s has no GPU (%s)", operation, comm.describe().c_str(),
+         ctx ? ctx->why_no_device().c_str() : "no device state");
+  }
+  return *ctx;
+}
+
+}  // namespace weft::gpu

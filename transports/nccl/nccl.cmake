@@ -1,0 +1,31 @@
+# transports/nccl: device memory (routing, NCCL, staging). Included by the top-level
+# CMakeLists.txt after weft_internal exists.
+#
+# Linking: the CUDA runtime is linked statically (CUDA::cudart_static) and hidden by the version
+# script, so libweft.so needs no libcudart.so at run time and cannot clash with an
+# application's own runtime; without a driver its calls fail cleanly (0 devices). NCCL is not
+# linked at all but loaded with dlopen when a communicator is created (nccl_lib.h says why);
+# the library found here is only the last place searched.
+if(NOT WEFT_WITH_CUDA_ENABLED)
+  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/transports/nccl/host_only.cpp)
+  target_link_libraries(weft_internal PUBLIC ${CMAKE_DL_LIBS})
+  return()
+endif()
+
+include(${CMAKE_SOURCE_DIR}/kernels/cuda/kernels.cmake)
+
+file(GLOB WEFT_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/transports/nccl/*.cpp)
+list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/host_only\\.cpp$")
+if(NOT WEFT_WITH_NCCL_ENABLED)
+  list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/nccl_[^/]*\\.cpp$")
+endif()
+target_sources(weft_internal PRIVATE ${WEFT_DEVICE_SOURCES})
+target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_CUDA=1)
+target_link_libraries(weft_internal PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
+if(WEFT_WITH_NCCL_ENABLED)
+  get_filename_component(_nccl_real ${NCCL_LIBRARY} REALPATH)
+  get_filename_component(_nccl_dir ${_nccl_real} DIRECTORY)
+  target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1
+    PRIVATE WEFT_NCCL_BUILD_LIBRARY="${_nccl_dir}/libnccl.so.2")
+  target_include_directories(weft_internal SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
+endif()

@@ -1,0 +1,193 @@
+#include "transports/nccl/nccl_comm.h"
+
+#include <cstring>
+
+#include "core/collectives/collectives.h"
+#include "core/comm/deadline.h"
+#include "core/common/log.h"
+#include "transports/nccl/backoff.h"
+
+namespace weft::gpu {
+namespace {
+
+Status status_of(ncclResult_t r) {
+  switch (r) {
+    case ncclRemoteError: return Status::remote;
+    case ncclInvalidArgument: return Status::invalid_argument;
+    case ncclInternalError:
+    case ncclInvalidUsage: return Status::internal;
+    default: return Status::transport;
+  }
+}
+
+// Polls a non-blocking communicator until it leaves ncclInProgress; returns its state, or a
+// description of why it stopped waiting in *stopped.
+ncclResult_t wait_ready(const NcclApi& api, ncclComm_t h, Comm& comm, std::string* stopped) {
+  Deadline deadline(comm.config().timeout);
+  Backoff backoff;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = api.CommGetAsyncError(h, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (comm.aborted()) {
+      *stopped = "aborted by weft_comm_abort";
+      return ncclInProgress;
+    }
+    if (deadline.expired()) {
+      *stopped = format("not ready after %lld ms", static_cast<long long>(deadline.budget().count()));
+      return ncclInProgress;
+    }
+    backoff.pause();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, int device, bool usable, std::string* why) {
+  std::string local_why;
+  const NcclApi* api = nccl_api(&local_why);
+  if (!usable && local_why.empty()) local_why = "this rank has no usable GPU";
+  usable = usable && api;
+
+  // Rank 0 makes the id; every rank learns it and whether everyone can go on.
+  struct IdMessage {
+    int32_t ok;
+    int32_t pad;
+    ncclUniqueId id;
+  } msg;
+  std::memset(&msg, 0, sizeof(msg));
+  if (comm.rank() == 0 && usable) {
+    ncclResult_t r = api->GetUniqueId(&msg.id);
+    msg.ok = r == ncclSuccess ? 1 : 0;
+    if (!msg.ok) local_why = "ncclGetUniqueId: " + nccl_error_text(*api, r);
+  }
+  coll::broadcast(comm, &msg, sizeof(msg), DType::u8, 0);
+  int64_t go = (usable && msg.ok) ? 1 : 0;
+  coll::allreduce(comm, &go, &go, 1, DType::i64, ReduceOp::min);
+  if (!go) {
+    if (usable && !msg.ok && comm.rank() != 0) local_why = "rank 0 could not make an NCCL unique id";
+    if (usable && msg.ok) local_why = "another rank cannot use NCCL";
+    *why = local_why;
+    return nullptr;
+  }
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // every call returns at once; weft polls with its deadline
+  ncclComm_t handle = nullptr;
+  (void)device;  // current already (the caller's DeviceGuard); NCCL binds to it
+  ncclResult_t r = api->CommInitRankConfig(&handle, comm.size(), msg.id, comm.rank(), &config);
+  std::string stopped;
+  if (handle && (r == ncclSuccess || r == ncclInProgress)) r = wait_ready(*api, handle, comm, &stopped);
+  int64_t ok = r == ncclSuccess ? 1 : 0;
+  if (!ok) {
+    local_why = stopped.empty() ? "ncclCommInitRankConfig: " + nccl_error_text(*api, r) +
+                                      (handle ? format(" (%s)", api->GetLastError(handle)) : std::string())
+                                : "ncclCommInitRankConfig: " + stopped;
+  }
+  coll::allreduce(comm, &ok, &ok, 1, DType::i64, ReduceOp::min);
+  if (!ok) {
+    if (handle) api->CommAbort(handle);
+    *why = local_why.empty() ? "NCCL initialisation failed on another rank" : local_why;
+    return nullptr;
+  }
+  return std::unique_ptr<NcclComm>(new NcclComm(*api, handle, comm.config().timeout));
+}
+
+NcclComm::~NcclComm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!handle_) return;
+  // Finalize flushes what this rank issued; a communicator that does not get there within the
+  // deadline (a peer gone, work that never completes) is aborted instead, so destroy never hangs.
+  ncclResult_t r = api_.CommFinalize(handle_);
+  if (r == ncclSuccess || r == ncclInProgress) {
+    Deadline deadline(timeout_);
+    Backoff backoff;
+    ncclResult_t state = ncclInProgress;
+    while (api_.CommGetAsyncError(handle_, &state) == ncclSuccess && state == ncclInProgress && !deadline.expired()) {
+      backoff.pause();
+    }
+    r = state;
+  }
+  if (r == ncclSuccess) {
+    api_.CommDestroy(handle_);
+  } else {
+    log(LogLevel::info, "NCCL communicator did not finalize (%s); aborting it", nccl_error_text(api_, r).c_str());
+    api_.CommAbort(handle_);
+  }
+  handle_ = nullptr;
+}
+
+ncclResult_t NcclComm::async_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!handle_) return ncclInvalidUsage;
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = api_.CommGetAsyncError(handle_, &state);
+  return r != ncclSuccess ? r : state;
+}
+
+void NcclComm::check(Comm& comm, const DeviceSubject& what) {
+  ncclResult_t r = async_error();
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  if (comm.aborted()) fail_aborted(comm, what);
+  fail_with(comm, what, r);
+}
+
+ncclResult_t NcclComm::settle(Comm& comm, const DeviceSubject& what) {
+  Deadline deadline(timeout_);
+  Backoff backoff;
+  for (;;) {
+    ncclResult_t r = async_error();
+    if (r != ncclInProgress) return r;
+    if (comm.aborted()) fail_aborted(comm, what);
+    if (deadline.expired()) fail_timeout(comm, what, timeout_);
+    backoff.pause();
+  }
+}
+
+std::string NcclComm::last_error_locked() {
+  const char* text = handle_ ? api_.GetLastError(handle_) : nullptr;
+  return text && *text ? text : "";
+}
+
+void NcclComm::fail_with(Comm& comm, const DeviceSubject& what, ncclResult_t r) {
+  std::string last;
+  bool gone = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gone = handle_ == nullptr;
+    if (!gone) last = last_error_locked();
+  }
+  if (gone) fail_aborted(comm, what);  // aborted under us: weft_comm_abort or an earlier failure
+  abort();
+  Error e(status_of(r), format("%s: NCCL failed: %s%s%s; the NCCL communicator was aborted",
+                               subject_text(comm, what).c_str(), nccl_error_text(api_, r).c_str(),
+                               last.empty() ? "" : " - ", last.c_str()));
+  comm.mark_broken(e);
+  throw e;
+}
+
+void NcclComm::fail_aborted(Comm& comm, const DeviceSubject& what) {
+  Error e(Status::aborted, subject_text(comm, what) + ": aborted by weft_comm_abort");
+  comm.mark_broken(e);
+  throw e;
+}
+
+void NcclComm::fail_timeout(Comm& comm, const DeviceSubject& what, std::chrono::milliseconds waited) {
+  abort();
+  Error e(Status::timeout,
+          format("%s: not complete after %lld ms (NCCL has no timeout; weft's watchdog aborted the NCCL "
+                 "communicator: a rank may have died, hung, or not called this operation)",
+                 subject_text(comm, what).c_str(), static_cast<long long>(waited.count())));
+  comm.mark_broken(e);
+  throw e;
+}
+
+void NcclComm::abort() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!handle_) return;
+  api_.CommAbort(handle_);
+  handle_ = nullptr;
+}
+
+}  // namespace weft::gpu

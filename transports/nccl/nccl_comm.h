@@ -1,0 +1,76 @@
+// One communicator's NCCL communicator: made through weft's own bootstrap (the unique id is
+// broadcast over the weft communicator on the host path), non-blocking (every NCCL call returns
+// at once and is polled with weft's deadline), and abortable from any thread.
+//
+// Thread safety: every NCCL call on the handle holds mutex_, and none of them blocks (the
+// communicator is non-blocking), so weft_comm_abort can always take the lock quickly and call
+// ncclCommAbort while another thread waits for the communicator's work: NCCL's kernels then
+// stop, the waiting thread sees the abort flag, and nothing uses the freed handle afterwards.
+#pragma once
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/comm/comm.h"
+#include "transports/nccl/nccl_lib.h"
+#include "transports/nccl/subject.h"
+
+namespace weft::gpu {
+
+class NcclComm {
+ public:
+  // Collective over `comm` (host collectives carry the unique id and the verdict): returns a
+  // communicator on every rank, or nullptr on every rank with the reason in *why. `usable`
+  // is this rank's own verdict (a device and the NCCL library); `device` must be current.
+  static std::unique_ptr<NcclComm> create(Comm& comm, int device, bool usable, std::string* why);
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  const NcclApi& api() const { return api_; }
+
+  // Runs f(api, handle) under the lock and, if NCCL answers ncclInProgress, polls until the work
+  // is issued (within the deadline). Any failure aborts the NCCL communicator, marks `comm`
+  // broken and throws an Error naming `what`.
+  template <class F>
+  void issue(Comm& comm, const DeviceSubject& what, F&& f) {
+    ncclResult_t r;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!handle_) fail_aborted(comm, what);
+      r = f(api_, handle_);
+    }
+    if (r == ncclInProgress) r = settle(comm, what);
+    if (r != ncclSuccess) fail_with(comm, what, r);
+  }
+
+  // NCCL's asynchronous error: ncclSuccess (or ncclInProgress) while healthy. After an abort:
+  // ncclInvalidUsage.
+  ncclResult_t async_error();
+  // Throws (after aborting) when NCCL has reported an asynchronous error.
+  void check(Comm& comm, const DeviceSubject& what);
+  // Aborts and marks `comm` broken with a timeout naming `what`.
+  [[noreturn]] void fail_timeout(Comm& comm, const DeviceSubject& what, std::chrono::milliseconds waited);
+  // Any thread: ncclCommAbort (once); later issue() calls fail with Status::aborted.
+  void abort() noexcept;
+
+ private:
+  NcclComm(const NcclApi& api, ncclComm_t handle, std::chrono::milliseconds timeout)
+      : api_(api), handle_(handle), timeout_(timeout) {}
+  ncclResult_t settle(Comm& comm, const DeviceSubject& what);
+  [[noreturn]] void fail_with(Comm& comm, const DeviceSubject& what, ncclResult_t r);
+  [[noreturn]] void fail_aborted(Comm& comm, const DeviceSubject& what);
+  std::string last_error_locked();
+
+  const NcclApi& api_;
+  std::mutex mutex_;
+  ncclComm_t handle_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace weft::gpu
