@@ -191,9 +191,33 @@ weft_status_t weft_request_free(weft_request_t request);
 
 /* ------------------------------------------------------------------ collectives
  *
- * Buffers are host memory in this release; `stream` must be NULL for host memory (a CUDA
- * stream, as void *, is reserved for device buffers). Counts are in elements of `dtype`.
- * A NULL buffer is allowed only with a zero count.
+ * Counts are in elements of `dtype`. A NULL buffer is allowed only with a zero count.
+ *
+ * Memory (the rule applies per call, to the buffers the call uses on this rank):
+ *  - all host memory (pageable or pinned): the host path (UCX, shared memory); `stream` must be
+ *    NULL (else WEFT_ERR_UNSUPPORTED).
+ *  - all CUDA device memory of the communicator's GPU: the device path, NCCL when every rank of
+ *    the communicator has a GPU of its own, else staged through pinned host memory (e.g. ranks
+ *    sharing a GPU, which NCCL refuses; WEFT_NCCL=0 forces staging). The GPU is WEFT_DEVICE, else
+ *    local rank % visible devices, chosen when the communicator is created (split/dup keep it).
+ *  - refused: host and device buffers mixed in one call, and managed memory
+ *    (WEFT_ERR_UNSUPPORTED); a buffer or stream of another GPU (WEFT_ERR_INVALID_ARGUMENT).
+ *  Every rank must use the same kind of memory for a collective (WEFT_DEBUG=check reports a
+ *  mismatch on the NCCL path). A build without CUDA treats every pointer as host memory, except
+ *  that it refuses device memory when the process has the CUDA driver loaded.
+ *
+ * Streams (`stream` is a cudaStream_t; device memory only):
+ *  - NULL: the communicator's own stream, which is ordered after work queued earlier on the legacy
+ *    default stream; without a request the call returns when the work is complete.
+ *  - a stream, no request: stream-ordered, as NCCL: the call returns once the work is queued
+ *    (staged calls return when it is complete); later work on the stream sees the results.
+ *  - with a request: it completes when the stream reaches the end of the work; weft_test and
+ *    weft_wait also watch NCCL for errors and, at the communicator's deadline, abort it
+ *    (WEFT_ERR_TIMEOUT naming the operation and its sequence number: NCCL itself never times
+ *    out). A failed stream-ordered call is reported by the next call on the communicator.
+ *  Low-precision reductions keep the rules above on NCCL too: f16/bf16/fp8 travel as float32.
+ *  Device point-to-point through NCCL is ordered with the collectives on the stream, and a send
+ *  waits there until the peer receives (use separate streams for a two-way exchange).
  * In-place: allreduce, broadcast, reduce, alltoall, alltoallv: sendbuf == recvbuf.
  *           allgather(v), gather: sendbuf == recvbuf + this rank's offset (as NCCL/MPI_IN_PLACE).
  *           reduce_scatter: recvbuf == sendbuf + rank * recvcount elements.

@@ -1,0 +1,301 @@
+// Multi-process device collectives, run under weftrun (-n 1, 2, 4): every collective and
+// point-to-point call of weft.h on device buffers, with a NULL stream, a user stream, and a
+// request, compared with the same call on host buffers (the host path, checked against plain
+// references by tests/multiproc). Inputs are small integers, so float sums are exact in any
+// order and the two paths must agree bit for bit; float AVG alone is compared with a tolerance
+// (NCCL's ncclAvg scales before it sums).
+//
+// With WEFT_DEVICE=0 every rank of a machine uses GPU 0, so NCCL refuses the communicator and
+// the device buffers are staged through pinned memory (the CI of a one-GPU machine); without
+// it, ranks on a multi-GPU machine get a GPU each and NCCL. Exits 77 (ctest: skipped) when no
+// GPU is visible.
+#include <cuda_runtime_api.h>
+#include <weft/weft.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/common/dtype.h"
+#include "kernels/cpu/convert.h"
+
+namespace {
+
+int g_rank = 0, g_size = 1, g_failures = 0;
+weft_comm_t g_comm = nullptr;
+
+#define MP_CHECK(call)                                                                                    \
+  do {                                                                                                  \
+    weft_status_t st_ = (call);                                                                         \
+    if (st_ != WEFT_OK) {                                                                               \
+      std::fprintf(stderr, "rank %d: %s failed: %s\n  %s\n", g_rank, #call, weft_status_string(st_),    \
+                   weft_last_error());                                                                   \
+      ++g_failures;                                                                                     \
+      return;                                                                                           \
+    }                                                                                                   \
+  } while (0)
+
+size_t esize(weft_dtype_t d) { return weft::dtype_size(static_cast<weft::DType>(d)); }
+bool is_float(weft_dtype_t d) { return weft::dtype_is_float(static_cast<weft::DType>(d)); }
+bool is_unsigned(weft_dtype_t d) { return d == WEFT_UINT8 || d == WEFT_UINT32 || d == WEFT_UINT64; }
+
+// Small integer v stored as dtype d.
+void put(void* dst, weft_dtype_t d, int v) {
+  switch (d) {
+    case WEFT_FLOAT64: { double x = v; std::memcpy(dst, &x, 8); return; }
+    case WEFT_INT8: case WEFT_UINT8: { int8_t x = static_cast<int8_t>(v); std::memcpy(dst, &x, 1); return; }
+    case WEFT_INT32: case WEFT_UINT32: { int32_t x = v; std::memcpy(dst, &x, 4); return; }
+    case WEFT_INT64: case WEFT_UINT64: { int64_t x = v; std::memcpy(dst, &x, 8); return; }
+    default: {
+      float f = static_cast<float>(v);
+      weft::kernels::narrow_from_f32(dst, static_cast<weft::DType>(d), &f, 1);
+    }
+  }
+}
+
+double get(const void* src, weft_dtype_t d) {
+  if (d == WEFT_FLOAT64) { double x; std::memcpy(&x, src, 8); return x; }
+  float f;
+  weft::kernels::widen_to_f32(&f, src, static_cast<weft::DType>(d), 1);
+  return f;
+}
+
+// Inputs: small integers, distinct per rank and element; identical on all ranks for AVG (so
+// the mean is exact), {1, 2, -1} for PROD.
+std::vector<uint8_t> inputs(weft_dtype_t d, size_t n, int salt, weft_op_t op) {
+  std::vector<uint8_t> v(n * esize(d));
+  for (size_t i = 0; i < n; ++i) {
+    int x;
+    if (op == WEFT_AVG) {
+      x = static_cast<int>((i * 7 + static_cast<size_t>(salt)) % 9) - (is_unsigned(d) ? 0 : 4);
+    } else if (op == WEFT_PROD) {
+      static const int choices[] = {1, 2, -1, 1};
+      x = choices[(i + static_cast<size_t>(g_rank * 3 + salt)) % 4];
+      if (is_unsigned(d) && x < 0) x = 1;
+    } else {
+      x = static_cast<int>((i * 5 + static_cast<size_t>(g_rank * 11 + salt)) % 8) - (is_unsigned(d) ? 0 : 3);
+    }
+    put(&v[i * esize(d)], d, x);
+  }
+  return v;
+}
+
+struct Buffers {
+  void* send;
+  void* recv;
+};
+
+// How the device call is made.
+enum class Mode { null_stream, user_stream, request };
+const char* mode_name(Mode m) {
+  return m == Mode::null_stream ? "NULL stream" : (m == Mode::user_stream ? "user stream" : "request");
+}
+
+using Call = std::function<weft_status_t(Buffers b, void* stream, weft_request_t* req)>;
+
+struct Case {
+  std::string name;
+  weft_dtype_t dtype;
+  std::vector<uint8_t> send;  // this rank's input
+  size_t recv_bytes;
+  bool in_place;              // the call uses recv as its input (send is copied into recv first)
+  bool tolerant;              // float AVG
+  Call call;
+};
+
+void run(const Case& c, Mode mode, cudaStream_t stream) {
+  const std::string what = c.name + " (" + weft::dtype_name(static_cast<weft::DType>(c.dtype)) + ", " +
+                           mode_name(mode) + ")";
+  // Host path: the expected result.
+  std::vector<uint8_t> hs(c.send), hr(c.recv_bytes, 0);
+  if (c.in_place) std::memcpy(hr.data(), hs.data(), std::min(hs.size(), hr.size()));
+  MP_CHECK(c.call({hs.data(), hr.data()}, nullptr, nullptr));
+  // Device path.
+  void *ds = nullptr, *dr = nullptr;
+  cudaMalloc(&ds, c.send.size() + 1);
+  cudaMalloc(&dr, c.recv_bytes + 1);
+  cudaMemcpy(ds, c.send.data(), c.send.size(), cudaMemcpyHostToDevice);
+  cudaMemset(dr, 0, c.recv_bytes + 1);
+  if (c.in_place) cudaMemcpy(dr, ds, std::min(c.send.size(), c.recv_bytes), cudaMemcpyDeviceToDevice);
+  weft_request_t req = nullptr;
+  void* s = mode == Mode::null_stream ? nullptr : stream;
+  weft_status_t st = c.call({ds, dr}, s, mode == Mode::request ? &req : nullptr);
+  if (st == WEFT_OK && req) st = weft_wait(req);
+  if (req) weft_request_free(req);
+  if (s) cudaStreamSynchronize(stream);
+  std::vector<uint8_t> got(c.recv_bytes);
+  cudaMemcpy(got.data(), dr, c.recv_bytes, cudaMemcpyDeviceToHost);
+  cudaFree(ds);
+  cudaFree(dr);
+  if (st != WEFT_OK) {
+    std::fprintf(stderr, "rank %d: %s failed: %s\n  %s\n", g_rank, what.c_str(), weft_status_string(st),
+                 weft_last_error());
+    ++g_failures;
+    return;
+  }
+  const size_t e = esize(c.dtype);
+  for (size_t i = 0; i < c.recv_bytes; i += e) {
+    if (std::memcmp(&got[i], &hr[i], e) == 0) continue;
+    if (c.tolerant) {
+      double w = get(&hr[i], c.dtype), g = get(&got[i], c.dtype);
+      double tol = c.dtype == WEFT_FLOAT64 ? 1e-12 : (c.dtype == WEFT_FLOAT32 ? 1e-6 : 0.07);
+      if (std::fabs(w - g) <= tol * std::fmax(1.0, std::fabs(w))) continue;
+    }
+    std::fprintf(stderr, "rank %d: %s: element %zu differs from the host path (%g vs %g)\n", g_rank, what.c_str(),
+                 i / e, get(&got[i], c.dtype), get(&hr[i], c.dtype));
+    ++g_failures;
+    return;
+  }
+}
+
+std::vector<Case> cases(weft_dtype_t d, size_t n) {
+  const size_t e = esize(d), N = static_cast<size_t>(g_size);
+  const int root = g_size - 1;
+  std::vector<Case> out;
+  for (weft_op_t op : {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG}) {
+    const bool tol = op == WEFT_AVG && is_float(d);
+    const std::string o = std::string(" ") + weft::op_name(static_cast<weft::ReduceOp>(op));
+    out.push_back({"allreduce" + o, d, inputs(d, n, 1, op), n * e, false, tol, [=](Buffers b, void* s, weft_request_t* r) {
+                     return weft_allreduce(b.send, b.recv, n, d, op, g_comm, s, r);
+                   }});
+    out.push_back({"allreduce in place" + o, d, inputs(d, n, 2, op), n * e, true, tol,
+                   [=](Buffers b, void* s, weft_request_t* r) {
+                     return weft_allreduce(b.recv, b.recv, n, d, op, g_comm, s, r);
+                   }});
+    out.push_back({"reduce" + o, d, inputs(d, n, 3, op), n * e, false, tol, [=](Buffers b, void* s, weft_request_t* r) {
+                     return weft_reduce(b.send, b.recv, n, d, op, root, g_comm, s, r);
+                   }});
+    out.push_back({"reduce_scatter" + o, d, inputs(d, n * N, 4, op), n * e, false, tol,
+                   [=](Buffers b, void* s, weft_request_t* r) {
+                     return weft_reduce_scatter(b.send, b.recv, n, d, op, g_comm, s, r);
+                   }});
+  }
+  out.push_back({"broadcast", d, inputs(d, n, 5, WEFT_SUM), n * e, true, false, [=](Buffers b, void* s, weft_request_t* r) {
+                   return weft_broadcast(b.recv, n, d, 1 % g_size, g_comm, s, r);
+                 }});
+  out.push_back({"allgather", d, inputs(d, n, 6, WEFT_SUM), n * N * e, false, false,
+                 [=](Buffers b, void* s, weft_request_t* r) { return weft_allgather(b.send, b.recv, n, d, g_comm, s, r); }});
+  out.push_back({"alltoall", d, inputs(d, n * N, 7, WEFT_SUM), n * N * e, false, false,
+                 [=](Buffers b, void* s, weft_request_t* r) { return weft_alltoall(b.send, b.recv, n, d, g_comm, s, r); }});
+  out.push_back({"alltoall in place", d, inputs(d, n * N, 8, WEFT_SUM), n * N * e, true, false,
+                 [=](Buffers b, void* s, weft_request_t* r) { return weft_alltoall(b.recv, b.recv, n, d, g_comm, s, r); }});
+  out.push_back({"gather", d, inputs(d, n, 9, WEFT_SUM), n * N * e, false, false, [=](Buffers b, void* s, weft_request_t* r) {
+                   return weft_gather(b.send, b.recv, n, d, root, g_comm, s, r);
+                 }});
+  out.push_back({"scatter", d, inputs(d, n * N, 10, WEFT_SUM), n * e, false, false, [=](Buffers b, void* s, weft_request_t* r) {
+                   return weft_scatter(b.send, b.recv, n, d, root, g_comm, s, r);
+                 }});
+  // Uneven counts: rank q sends (q + 2p) % 3 * n / 2 + 1 elements to rank p (all ranks agree).
+  auto count = [n](int from, int to) { return static_cast<size_t>((from + 2 * to) % 3) * (n / 2) + (n ? 1 : 0); };
+  std::vector<size_t> gc(N), gd(N), sc(N), sd(N), rc(N), rd(N);
+  size_t gtot = 0, stot = 0, rtot = 0;
+  for (size_t p = 0; p < N; ++p) {
+    gc[p] = count(static_cast<int>(p), 0);
+    gd[p] = gtot;
+    gtot += gc[p];
+    sc[p] = count(g_rank, static_cast<int>(p));
+    sd[p] = stot;
+    stot += sc[p];
+    rc[p] = count(static_cast<int>(p), g_rank);
+    rd[p] = rtot;
+    rtot += rc[p];
+  }
+  const size_t mine = gc[static_cast<size_t>(g_rank)];
+  out.push_back({"allgatherv", d, inputs(d, mine, 11, WEFT_SUM), gtot * e, false, false,
+                 [=](Buffers b, void* s, weft_request_t* r) {
+                   return weft_allgatherv(b.send, mine, b.recv, gc.data(), gd.data(), d, g_comm, s, r);
+                 }});
+  out.push_back({"alltoallv", d, inputs(d, stot, 12, WEFT_SUM), rtot * e, false, false,
+                 [=](Buffers b, void* s, weft_request_t* r) {
+                   return weft_alltoallv(b.send, sc.data(), sd.data(), b.recv, rc.data(), rd.data(), d, g_comm, s, r);
+                 }});
+  return out;
+}
+
+// Ring exchange: send to rank + 1, receive from rank - 1, on two streams with requests.
+void ring_p2p(size_t n, cudaStream_t a, cudaStream_t b) {
+  const size_t bytes = n * 4;
+  std::vector<float> mine(n), want(n), got(n);
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  for (size_t i = 0; i < n; ++i) {
+    mine[i] = static_cast<float>(g_rank * 1000 + static_cast<int>(i % 997));
+    want[i] = static_cast<float>(prev * 1000 + static_cast<int>(i % 997));
+  }
+  void *ds = nullptr, *dr = nullptr;
+  cudaMalloc(&ds, bytes + 1);
+  cudaMalloc(&dr, bytes + 1);
+  cudaMemcpy(ds, mine.data(), bytes, cudaMemcpyHostToDevice);
+  weft_request_t rr = nullptr, sr = nullptr;
+  weft_status_t st = weft_recv(dr, n, WEFT_FLOAT32, prev, g_comm, a, &rr);
+  if (st == WEFT_OK) st = weft_send(ds, n, WEFT_FLOAT32, next, g_comm, b, &sr);
+  if (st == WEFT_OK) st = weft_wait(sr);
+  if (st == WEFT_OK) st = weft_wait(rr);
+  weft_request_free(sr);
+  weft_request_free(rr);
+  cudaMemcpy(got.data(), dr, bytes, cudaMemcpyDeviceToHost);
+  cudaFree(ds);
+  cudaFree(dr);
+  if (st != WEFT_OK || got != want) {
+    std::fprintf(stderr, "rank %d: ring send/recv of %zu floats failed: %s\n", g_rank, n,
+                 st != WEFT_OK ? weft_last_error() : "wrong data");
+    ++g_failures;
+  }
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no GPU (%s)\n", err != cudaSuccess ? cudaGetErrorString(err) : "no device visible");
+    return 77;
+  }
+  if (weft_comm_init_from_env(&g_comm, nullptr) != WEFT_OK) {
+    std::fprintf(stderr, "weft_comm_init_from_env: %s\n", weft_last_error());
+    return 1;
+  }
+  weft_comm_rank(g_comm, &g_rank);
+  weft_comm_size(g_comm, &g_size);
+  // The communicator's GPU: the one its buffers must be on.
+  int device = 0;
+  if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
+  else device = g_rank % devices;  // one host: local rank == rank
+  cudaSetDevice(device);
+  cudaStream_t stream, other;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+
+  const weft_dtype_t dtypes[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FP8_E4M3,
+                                 WEFT_FP8_E5M2, WEFT_INT8,   WEFT_UINT8,   WEFT_INT32,    WEFT_INT64};
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{300001}}) {
+    for (weft_dtype_t d : dtypes) {
+      // Every mode on one dtype; the others with the request mode (the least synchronous).
+      for (Mode m : {Mode::null_stream, Mode::user_stream, Mode::request}) {
+        if (d != WEFT_FLOAT32 && m != Mode::request) continue;
+        for (const Case& c : cases(d, n)) run(c, m, stream);
+      }
+    }
+    if (n) ring_p2p(n, stream, other);
+  }
+  weft_status_t st = weft_barrier(g_comm, stream, nullptr);
+  if (st != WEFT_OK) {
+    std::fprintf(stderr, "rank %d: barrier: %s\n", g_rank, weft_last_error());
+    ++g_failures;
+  }
+  cudaStreamSynchronize(stream);
+  weft_comm_destroy(g_comm);
+  cudaStreamDestroy(stream);
+  cudaStreamDestroy(other);
+  if (g_failures) {
+    std::fprintf(stderr, "rank %d: %d failure(s)\n", g_rank, g_failures);
+    return 1;
+  }
+  std::printf("rank %d: all device collectives match the host path\n", g_rank);
+  return 0;
+}
