@@ -276,7 +276,7 @@ impl Comm {
     }
 
     fn blocks(&self, len: usize, what: &str) -> Result<usize> {
-        if len % self.size != 0 {
+        if !len.is_multiple_of(self.size) {
             return Err(Error::invalid(format!(
                 "{what} has {len} elements, not a multiple of the communicator's size {}",
                 self.size

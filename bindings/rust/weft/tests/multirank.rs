@@ -177,12 +177,12 @@ fn child() {
     // alltoallv: rank r sends j + 1 copies of (10 r + j) to rank j.
     let scounts: Vec<usize> = (0..size).map(|j| j + 1).collect();
     let sdispls: Vec<usize> = (0..size).map(|j| j * (j + 1) / 2).collect();
-    let send_v: Vec<u64> = (0..size).flat_map(|j| std::iter::repeat((10 * r) as u64 + j as u64).take(j + 1)).collect();
+    let send_v: Vec<u64> = (0..size).flat_map(|j| std::iter::repeat_n((10 * r) as u64 + j as u64, j + 1)).collect();
     let rcounts = vec![rank + 1; size];
     let rdispls: Vec<usize> = (0..size).map(|i| i * (rank + 1)).collect();
     let mut recv_v = vec![0u64; size * (rank + 1)];
     ok("alltoallv", comm.alltoallv(&send_v, &scounts, &sdispls, &mut recv_v, &rcounts, &rdispls));
-    let want_v: Vec<u64> = (0..size).flat_map(|i| std::iter::repeat((10 * i + rank) as u64).take(rank + 1)).collect();
+    let want_v: Vec<u64> = (0..size).flat_map(|i| std::iter::repeat_n((10 * i + rank) as u64, rank + 1)).collect();
     assert_eq!(recv_v, want_v);
     // In place with equal counts: one element to and from each rank.
     let ones = vec![1usize; size];
