@@ -13,8 +13,7 @@ use core::ffi::{c_char, c_int, c_void};
 pub const WEFT_VERSION_MAJOR: c_int = 0;
 pub const WEFT_VERSION_MINOR: c_int = 1;
 pub const WEFT_VERSION_PATCH: c_int = 0;
-pub const WEFT_VERSION_CODE: c_int =
-    WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH;
+pub const WEFT_VERSION_CODE: c_int = WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH;
 /// Bumped on every incompatible ABI change; compare with `weft_version`'s `abi_version`.
 pub const WEFT_ABI_VERSION: c_int = 1;
 
@@ -118,10 +117,7 @@ extern "C" {
         nranks: c_int,
         config: *const weft_comm_config_t,
     ) -> weft_status_t;
-    pub fn weft_comm_init_from_env(
-        comm: *mut weft_comm_t,
-        config: *const weft_comm_config_t,
-    ) -> weft_status_t;
+    pub fn weft_comm_init_from_env(comm: *mut weft_comm_t, config: *const weft_comm_config_t) -> weft_status_t;
     pub fn weft_comm_split(
         comm: weft_comm_t,
         color: c_int,
@@ -242,11 +238,7 @@ extern "C" {
         stream: *mut c_void,
         request: *mut weft_request_t,
     ) -> weft_status_t;
-    pub fn weft_barrier(
-        comm: weft_comm_t,
-        stream: *mut c_void,
-        request: *mut weft_request_t,
-    ) -> weft_status_t;
+    pub fn weft_barrier(comm: weft_comm_t, stream: *mut c_void, request: *mut weft_request_t) -> weft_status_t;
     pub fn weft_send(
         buf: *const c_void,
         count: usize,

@@ -42,10 +42,7 @@ impl RawConfig {
         raw.transport = config.transport.raw();
         raw.check_collectives = config.check_collectives as c_int;
         let name = match &config.name {
-            Some(n) => Some(
-                CString::new(n.as_str())
-                    .map_err(|_| Error::invalid("Config::name contains a NUL byte"))?,
-            ),
+            Some(n) => Some(CString::new(n.as_str()).map_err(|_| Error::invalid("Config::name contains a NUL byte"))?),
             None => None,
         };
         if let Some(n) = &name {
@@ -112,7 +109,10 @@ pub struct Comm {
 // SAFETY: weft allows a communicator to move between threads (one thread at a time).
 unsafe impl Send for Comm {}
 
-fn query(raw: sys::weft_comm_t, f: unsafe extern "C" fn(sys::weft_comm_t, *mut c_int) -> sys::weft_status_t) -> Result<usize> {
+fn query(
+    raw: sys::weft_comm_t,
+    f: unsafe extern "C" fn(sys::weft_comm_t, *mut c_int) -> sys::weft_status_t,
+) -> Result<usize> {
     let mut v: c_int = -1;
     // SAFETY: raw is a live communicator, v a valid out-pointer.
     check(unsafe { f(raw, &mut v) })?;
@@ -120,11 +120,19 @@ fn query(raw: sys::weft_comm_t, f: unsafe extern "C" fn(sys::weft_comm_t, *mut c
 }
 
 fn data<T>(s: &[T]) -> *const c_void {
-    if s.is_empty() { ptr::null() } else { s.as_ptr() as *const c_void }
+    if s.is_empty() {
+        ptr::null()
+    } else {
+        s.as_ptr() as *const c_void
+    }
 }
 
 fn data_mut<T>(s: &mut [T]) -> *mut c_void {
-    if s.is_empty() { ptr::null_mut() } else { s.as_mut_ptr() as *mut c_void }
+    if s.is_empty() {
+        ptr::null_mut()
+    } else {
+        s.as_mut_ptr() as *mut c_void
+    }
 }
 
 /// `base` (from `data_mut`) advanced by `offset` elements of T; callers keep offsets within
@@ -134,17 +142,29 @@ fn elem_at<T>(base: *mut c_void, offset: usize) -> *mut c_void {
 }
 
 impl Comm {
-    /// Takes ownership of a raw handle (it is destroyed when the `Comm` drops).
+    /// Takes ownership of a raw handle (it is destroyed when the `Comm` drops, or at once if
+    /// reading its rank and size fails).
     ///
     /// # Safety
     /// `raw` must be a live communicator from libweft, owned by nobody else.
     pub unsafe fn from_raw(raw: sys::weft_comm_t) -> Result<Comm> {
-        let mut c = Comm { raw, rank: 0, size: 0, local_rank: 0, local_size: 0, _not_sync: PhantomData };
-        c.rank = query(raw, sys::weft_comm_rank)?;
-        c.size = query(raw, sys::weft_comm_size)?;
-        c.local_rank = query(raw, sys::weft_comm_local_rank)?;
-        c.local_size = query(raw, sys::weft_comm_local_size)?;
-        Ok(c)
+        let queried = (|| {
+            Ok::<_, Error>((
+                query(raw, sys::weft_comm_rank)?,
+                query(raw, sys::weft_comm_size)?,
+                query(raw, sys::weft_comm_local_rank)?,
+                query(raw, sys::weft_comm_local_size)?,
+            ))
+        })();
+        match queried {
+            Ok((rank, size, local_rank, local_size)) => {
+                Ok(Comm { raw, rank, size, local_rank, local_size, _not_sync: PhantomData })
+            }
+            Err(e) => {
+                sys::weft_comm_destroy(raw);
+                Err(e)
+            }
+        }
     }
 
     /// Gives up ownership: the caller must `weft_comm_destroy` the handle.
@@ -161,9 +181,7 @@ impl Comm {
 
     fn wrap(raw: sys::weft_comm_t) -> Result<Comm> {
         // SAFETY: raw was just returned by weft and is owned by us.
-        unsafe { Comm::from_raw(raw) }.inspect_err(|_| {
-            unsafe { sys::weft_comm_destroy(raw) };
-        })
+        unsafe { Comm::from_raw(raw) }
     }
 
     /// `weft_comm_init_from_env`: rank, size and store from the launcher's environment
@@ -270,7 +288,10 @@ impl Comm {
 
     fn check_root(&self, root: usize, what: &str) -> Result<c_int> {
         if root >= self.size {
-            return Err(Error::invalid(format!("{what} = {root}; expected 0..{} (the communicator's size)", self.size)));
+            return Err(Error::invalid(format!(
+                "{what} = {root}; expected 0..{} (the communicator's size)",
+                self.size
+            )));
         }
         to_c_int(root, what)
     }
@@ -313,57 +334,139 @@ impl Comm {
     // the public blocking methods pass null; `Scope` passes a request slot and ties the
     // buffers' borrows to the request.
 
-    pub(crate) fn allreduce_raw<T: WeftType>(&self, send: &[T], recv: &mut [T], op: Op, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allreduce_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         if send.len() != recv.len() {
-            return Err(Error::invalid(format!("allreduce: send has {} elements, recv {}; they must match", send.len(), recv.len())));
+            return Err(Error::invalid(format!(
+                "allreduce: send has {} elements, recv {}; they must match",
+                send.len(),
+                recv.len()
+            )));
         }
         // SAFETY: both slices are valid for len elements of T, which matches T::DTYPE.
-        check(unsafe { sys::weft_allreduce(data(send), data_mut(recv), send.len(), T::DTYPE.raw(), op.raw(), self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_allreduce(
+                data(send),
+                data_mut(recv),
+                send.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
+        })
     }
 
-    pub(crate) fn allreduce_in_place_raw<T: WeftType>(&self, buf: &mut [T], op: Op, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allreduce_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        op: Op,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let p = data_mut(buf);
         // SAFETY: in place (sendbuf == recvbuf), valid for buf.len() elements.
         check(unsafe { sys::weft_allreduce(p, p, buf.len(), T::DTYPE.raw(), op.raw(), self.raw, ptr::null_mut(), req) })
     }
 
-    pub(crate) fn broadcast_raw<T: WeftType>(&self, buf: &mut [T], root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn broadcast_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let root = self.check_root(root, "root")?;
         // SAFETY: valid for buf.len() elements.
-        check(unsafe { sys::weft_broadcast(data_mut(buf), buf.len(), T::DTYPE.raw(), root, self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_broadcast(data_mut(buf), buf.len(), T::DTYPE.raw(), root, self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn reduce_raw<T: WeftType>(&self, send: &[T], recv: Option<&mut [T]>, op: Op, root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn reduce_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: Option<&mut [T]>,
+        op: Op,
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let croot = self.check_root(root, "root")?;
         let recv_ptr = if self.rank == root {
             match recv {
                 Some(r) if r.len() == send.len() => data_mut(r),
-                Some(r) => return Err(Error::invalid(format!("reduce: send has {} elements, recv (at the root) {}; they must match", send.len(), r.len()))),
+                Some(r) => {
+                    return Err(Error::invalid(format!(
+                        "reduce: send has {} elements, recv (at the root) {}; they must match",
+                        send.len(),
+                        r.len()
+                    )))
+                }
                 None => return Err(Error::invalid("reduce: the root needs a receive buffer")),
             }
         } else {
             ptr::null_mut()
         };
         // SAFETY: valid buffers of send.len() elements (recv at the root only).
-        check(unsafe { sys::weft_reduce(data(send), recv_ptr, send.len(), T::DTYPE.raw(), op.raw(), croot, self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_reduce(
+                data(send),
+                recv_ptr,
+                send.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                croot,
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
+        })
     }
 
-    pub(crate) fn reduce_in_place_raw<T: WeftType>(&self, buf: &mut [T], op: Op, root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn reduce_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        op: Op,
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let root = self.check_root(root, "root")?;
         let p = data_mut(buf);
         // SAFETY: in place, valid for buf.len() elements.
-        check(unsafe { sys::weft_reduce(p, p, buf.len(), T::DTYPE.raw(), op.raw(), root, self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_reduce(p, p, buf.len(), T::DTYPE.raw(), op.raw(), root, self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn allgather_raw<T: WeftType>(&self, send: &[T], recv: &mut [T], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allgather_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         if send.len().checked_mul(self.size) != Some(recv.len()) {
-            return Err(Error::invalid(format!("allgather: recv has {} elements; expected size {} x send's {}", recv.len(), self.size, send.len())));
+            return Err(Error::invalid(format!(
+                "allgather: recv has {} elements; expected size {} x send's {}",
+                recv.len(),
+                self.size,
+                send.len()
+            )));
         }
         // SAFETY: recv holds size * send.len() elements.
-        check(unsafe { sys::weft_allgather(data(send), data_mut(recv), send.len(), T::DTYPE.raw(), self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_allgather(data(send), data_mut(recv), send.len(), T::DTYPE.raw(), self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn allgather_in_place_raw<T: WeftType>(&self, buf: &mut [T], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allgather_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let count = self.blocks(buf.len(), "allgather (in place): buf")?;
         let base = data_mut(buf);
         let send = elem_at::<T>(base, self.rank * count);
@@ -371,54 +474,136 @@ impl Comm {
         check(unsafe { sys::weft_allgather(send, base, count, T::DTYPE.raw(), self.raw, ptr::null_mut(), req) })
     }
 
-    pub(crate) fn allgatherv_raw<T: WeftType>(&self, send: &[T], recv: &mut [T], counts: &[usize], displs: &[usize], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allgatherv_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         self.check_counts(counts, displs, recv.len(), "allgatherv")?;
         if counts[self.rank] != send.len() {
-            return Err(Error::invalid(format!("allgatherv: send has {} elements but counts[{}] = {}", send.len(), self.rank, counts[self.rank])));
+            return Err(Error::invalid(format!(
+                "allgatherv: send has {} elements but counts[{}] = {}",
+                send.len(),
+                self.rank,
+                counts[self.rank]
+            )));
         }
         // SAFETY: every block lies inside recv; arrays have size entries.
         check(unsafe {
-            sys::weft_allgatherv(data(send), send.len(), data_mut(recv), counts.as_ptr(), displs.as_ptr(), T::DTYPE.raw(), self.raw, ptr::null_mut(), req)
+            sys::weft_allgatherv(
+                data(send),
+                send.len(),
+                data_mut(recv),
+                counts.as_ptr(),
+                displs.as_ptr(),
+                T::DTYPE.raw(),
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
         })
     }
 
-    pub(crate) fn allgatherv_in_place_raw<T: WeftType>(&self, buf: &mut [T], counts: &[usize], displs: &[usize], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn allgatherv_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         self.check_counts(counts, displs, buf.len(), "allgatherv (in place)")?;
         let count = counts[self.rank];
         let base = data_mut(buf);
         let send = elem_at::<T>(base, displs[self.rank]);
         // SAFETY: sendbuf == recvbuf + displs[rank], the documented in-place form.
         check(unsafe {
-            sys::weft_allgatherv(send, count, base, counts.as_ptr(), displs.as_ptr(), T::DTYPE.raw(), self.raw, ptr::null_mut(), req)
+            sys::weft_allgatherv(
+                send,
+                count,
+                base,
+                counts.as_ptr(),
+                displs.as_ptr(),
+                T::DTYPE.raw(),
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
         })
     }
 
-    pub(crate) fn reduce_scatter_raw<T: WeftType>(&self, send: &[T], recv: &mut [T], op: Op, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn reduce_scatter_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: Op,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         if recv.len().checked_mul(self.size) != Some(send.len()) {
-            return Err(Error::invalid(format!("reduce_scatter: send has {} elements; expected size {} x recv's {}", send.len(), self.size, recv.len())));
+            return Err(Error::invalid(format!(
+                "reduce_scatter: send has {} elements; expected size {} x recv's {}",
+                send.len(),
+                self.size,
+                recv.len()
+            )));
         }
         // SAFETY: send holds size * recv.len() elements.
-        check(unsafe { sys::weft_reduce_scatter(data(send), data_mut(recv), recv.len(), T::DTYPE.raw(), op.raw(), self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_reduce_scatter(
+                data(send),
+                data_mut(recv),
+                recv.len(),
+                T::DTYPE.raw(),
+                op.raw(),
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
+        })
     }
 
-    pub(crate) fn reduce_scatter_in_place_raw<T: WeftType>(&self, buf: &mut [T], op: Op, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn reduce_scatter_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        op: Op,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let count = self.blocks(buf.len(), "reduce_scatter (in place): buf")?;
         let base = data_mut(buf);
         let recv = elem_at::<T>(base, self.rank * count);
         // SAFETY: recvbuf == sendbuf + rank * recvcount, the documented in-place form.
-        check(unsafe { sys::weft_reduce_scatter(base, recv, count, T::DTYPE.raw(), op.raw(), self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_reduce_scatter(base, recv, count, T::DTYPE.raw(), op.raw(), self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn alltoall_raw<T: WeftType>(&self, send: &[T], recv: &mut [T], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn alltoall_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         if send.len() != recv.len() {
-            return Err(Error::invalid(format!("alltoall: send has {} elements, recv {}; they must match", send.len(), recv.len())));
+            return Err(Error::invalid(format!(
+                "alltoall: send has {} elements, recv {}; they must match",
+                send.len(),
+                recv.len()
+            )));
         }
         let count = self.blocks(send.len(), "alltoall: send")?;
         // SAFETY: both hold size * count elements.
-        check(unsafe { sys::weft_alltoall(data(send), data_mut(recv), count, T::DTYPE.raw(), self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_alltoall(data(send), data_mut(recv), count, T::DTYPE.raw(), self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn alltoall_in_place_raw<T: WeftType>(&self, buf: &mut [T], req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn alltoall_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let count = self.blocks(buf.len(), "alltoall (in place): buf")?;
         let p = data_mut(buf);
         // SAFETY: in place, size * count elements.
@@ -469,26 +654,57 @@ impl Comm {
         let p = data_mut(buf);
         // SAFETY: in place; every block lies inside buf.
         check(unsafe {
-            sys::weft_alltoallv(p, send_counts.as_ptr(), send_displs.as_ptr(), p, recv_counts.as_ptr(), recv_displs.as_ptr(), T::DTYPE.raw(), self.raw, ptr::null_mut(), req)
+            sys::weft_alltoallv(
+                p,
+                send_counts.as_ptr(),
+                send_displs.as_ptr(),
+                p,
+                recv_counts.as_ptr(),
+                recv_displs.as_ptr(),
+                T::DTYPE.raw(),
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
         })
     }
 
-    pub(crate) fn gather_raw<T: WeftType>(&self, send: &[T], recv: Option<&mut [T]>, root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn gather_raw<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: Option<&mut [T]>,
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let croot = self.check_root(root, "root")?;
         let recv_ptr = if self.rank == root {
             match recv {
                 Some(r) if send.len().checked_mul(self.size) == Some(r.len()) => data_mut(r),
-                Some(r) => return Err(Error::invalid(format!("gather: recv (at the root) has {} elements; expected size {} x send's {}", r.len(), self.size, send.len()))),
+                Some(r) => {
+                    return Err(Error::invalid(format!(
+                        "gather: recv (at the root) has {} elements; expected size {} x send's {}",
+                        r.len(),
+                        self.size,
+                        send.len()
+                    )))
+                }
                 None => return Err(Error::invalid("gather: the root needs a receive buffer")),
             }
         } else {
             ptr::null_mut()
         };
         // SAFETY: recv (root) holds size * send.len() elements.
-        check(unsafe { sys::weft_gather(data(send), recv_ptr, send.len(), T::DTYPE.raw(), croot, self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_gather(data(send), recv_ptr, send.len(), T::DTYPE.raw(), croot, self.raw, ptr::null_mut(), req)
+        })
     }
 
-    pub(crate) fn gather_in_place_raw<T: WeftType>(&self, buf: &mut [T], root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn gather_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let croot = self.check_root(root, "root")?;
         let (send, recv, count) = if self.rank == root {
             let count = self.blocks(buf.len(), "gather (in place, at the root): buf")?;
@@ -501,22 +717,51 @@ impl Comm {
         check(unsafe { sys::weft_gather(send, recv, count, T::DTYPE.raw(), croot, self.raw, ptr::null_mut(), req) })
     }
 
-    pub(crate) fn scatter_raw<T: WeftType>(&self, send: Option<&[T]>, recv: &mut [T], root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn scatter_raw<T: WeftType>(
+        &self,
+        send: Option<&[T]>,
+        recv: &mut [T],
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let croot = self.check_root(root, "root")?;
         let send_ptr = if self.rank == root {
             match send {
                 Some(s) if recv.len().checked_mul(self.size) == Some(s.len()) => data(s),
-                Some(s) => return Err(Error::invalid(format!("scatter: send (at the root) has {} elements; expected size {} x recv's {}", s.len(), self.size, recv.len()))),
+                Some(s) => {
+                    return Err(Error::invalid(format!(
+                        "scatter: send (at the root) has {} elements; expected size {} x recv's {}",
+                        s.len(),
+                        self.size,
+                        recv.len()
+                    )))
+                }
                 None => return Err(Error::invalid("scatter: the root needs a send buffer")),
             }
         } else {
             ptr::null()
         };
         // SAFETY: send (root) holds size * recv.len() elements.
-        check(unsafe { sys::weft_scatter(send_ptr, data_mut(recv), recv.len(), T::DTYPE.raw(), croot, self.raw, ptr::null_mut(), req) })
+        check(unsafe {
+            sys::weft_scatter(
+                send_ptr,
+                data_mut(recv),
+                recv.len(),
+                T::DTYPE.raw(),
+                croot,
+                self.raw,
+                ptr::null_mut(),
+                req,
+            )
+        })
     }
 
-    pub(crate) fn scatter_in_place_raw<T: WeftType>(&self, buf: &mut [T], root: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn scatter_in_place_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        root: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let croot = self.check_root(root, "root")?;
         let (send, recv, count) = if self.rank == root {
             let count = self.blocks(buf.len(), "scatter (in place, at the root): buf")?;
@@ -540,7 +785,12 @@ impl Comm {
         check(unsafe { sys::weft_send(data(buf), buf.len(), T::DTYPE.raw(), peer, self.raw, ptr::null_mut(), req) })
     }
 
-    pub(crate) fn recv_raw<T: WeftType>(&self, buf: &mut [T], peer: usize, req: *mut sys::weft_request_t) -> Result<()> {
+    pub(crate) fn recv_raw<T: WeftType>(
+        &self,
+        buf: &mut [T],
+        peer: usize,
+        req: *mut sys::weft_request_t,
+    ) -> Result<()> {
         let peer = self.check_root(peer, "peer")?;
         // SAFETY: valid for buf.len() elements.
         check(unsafe { sys::weft_recv(data_mut(buf), buf.len(), T::DTYPE.raw(), peer, self.raw, ptr::null_mut(), req) })
@@ -580,7 +830,13 @@ impl Comm {
         self.allgather_in_place_raw(buf, ptr::null_mut())
     }
     /// Rank i's `send` (`counts[i]` elements) lands at `displs[i]` of `recv` on every rank.
-    pub fn allgatherv<T: WeftType>(&self, send: &[T], recv: &mut [T], counts: &[usize], displs: &[usize]) -> Result<()> {
+    pub fn allgatherv<T: WeftType>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<()> {
         self.allgatherv_raw(send, recv, counts, displs, ptr::null_mut())
     }
     /// In place: this rank's contribution is already at `displs[rank]` of `buf`.

@@ -77,9 +77,7 @@ impl fmt::Display for Status {
 /// `weft_status_string`: static name and explanation of any status code (never fails).
 pub fn status_string(code: sys::weft_status_t) -> &'static str {
     // SAFETY: weft_status_string returns a static, NUL-terminated string, never NULL.
-    unsafe { CStr::from_ptr(sys::weft_status_string(code)) }
-        .to_str()
-        .unwrap_or("(non-UTF-8 status string)")
+    unsafe { CStr::from_ptr(sys::weft_status_string(code)) }.to_str().unwrap_or("(non-UTF-8 status string)")
 }
 
 /// `weft_last_error`: the message of the last failed weft call on this thread ("" if none).

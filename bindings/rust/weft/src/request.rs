@@ -165,7 +165,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(Request { pending: &self.pending, slot: slots.len() - 1 })
     }
 
-    pub fn allreduce<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
+    pub fn allreduce<T: WeftType>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: Op,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allreduce_raw(send, recv, op, r))
     }
     pub fn allreduce_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
@@ -174,10 +179,21 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn broadcast<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.broadcast_raw(buf, root, r))
     }
-    pub fn reduce<T: WeftType>(&'scope self, send: &'scope [T], recv: Option<&'scope mut [T]>, op: Op, root: usize) -> Result<Request<'scope>> {
+    pub fn reduce<T: WeftType>(
+        &'scope self,
+        send: &'scope [T],
+        recv: Option<&'scope mut [T]>,
+        op: Op,
+        root: usize,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_raw(send, recv, op, root, r))
     }
-    pub fn reduce_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], op: Op, root: usize) -> Result<Request<'scope>> {
+    pub fn reduce_in_place<T: WeftType>(
+        &'scope self,
+        buf: &'scope mut [T],
+        op: Op,
+        root: usize,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_in_place_raw(buf, op, root, r))
     }
     pub fn allgather<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T]) -> Result<Request<'scope>> {
@@ -186,13 +202,29 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     pub fn allgather_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T]) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgather_in_place_raw(buf, r))
     }
-    pub fn allgatherv<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T], counts: &'scope [usize], displs: &'scope [usize]) -> Result<Request<'scope>> {
+    pub fn allgatherv<T: WeftType>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        counts: &'scope [usize],
+        displs: &'scope [usize],
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgatherv_raw(send, recv, counts, displs, r))
     }
-    pub fn allgatherv_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], counts: &'scope [usize], displs: &'scope [usize]) -> Result<Request<'scope>> {
+    pub fn allgatherv_in_place<T: WeftType>(
+        &'scope self,
+        buf: &'scope mut [T],
+        counts: &'scope [usize],
+        displs: &'scope [usize],
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgatherv_in_place_raw(buf, counts, displs, r))
     }
-    pub fn reduce_scatter<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
+    pub fn reduce_scatter<T: WeftType>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: Op,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_scatter_raw(send, recv, op, r))
     }
     pub fn reduce_scatter_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
@@ -226,13 +258,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.alltoallv_in_place_raw(buf, send_counts, send_displs, recv_counts, recv_displs, r))
     }
-    pub fn gather<T: WeftType>(&'scope self, send: &'scope [T], recv: Option<&'scope mut [T]>, root: usize) -> Result<Request<'scope>> {
+    pub fn gather<T: WeftType>(
+        &'scope self,
+        send: &'scope [T],
+        recv: Option<&'scope mut [T]>,
+        root: usize,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.gather_raw(send, recv, root, r))
     }
     pub fn gather_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.gather_in_place_raw(buf, root, r))
     }
-    pub fn scatter<T: WeftType>(&'scope self, send: Option<&'scope [T]>, recv: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
+    pub fn scatter<T: WeftType>(
+        &'scope self,
+        send: Option<&'scope [T]>,
+        recv: &'scope mut [T],
+        root: usize,
+    ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.scatter_raw(send, recv, root, r))
     }
     pub fn scatter_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {

@@ -4,7 +4,8 @@ use crate::*;
 
 fn solo() -> Comm {
     let id = UniqueId::new().expect("weft_get_unique_id");
-    let cfg = Config { timeout: Some(std::time::Duration::from_secs(20)), name: Some("solo".into()), ..Config::default() };
+    let cfg =
+        Config { timeout: Some(std::time::Duration::from_secs(20)), name: Some("solo".into()), ..Config::default() };
     Comm::init(&id, 0, 1, Some(&cfg)).expect("one-rank weft_comm_init")
 }
 

@@ -18,9 +18,9 @@ fn multirank() {
         child();
         return;
     }
-    let weftrun = std::env::var_os("WEFTRUN").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/bin/weftrun")
-    });
+    let weftrun = std::env::var_os("WEFTRUN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/bin/weftrun"));
     assert!(weftrun.exists(), "weftrun not found at {} (build weft, or set WEFTRUN)", weftrun.display());
     let exe = std::env::current_exe().unwrap();
     let start = Instant::now();
@@ -82,7 +82,11 @@ fn dtype_sweep<T: Val>(comm: &Comm, name: &str) {
 
     let mut all: Vec<T> = vals(|_| 0, count * n as usize);
     ok(name, comm.allgather(&send, &mut all));
-    assert_eq!(all, vals::<T>(|j| ((j / count) as i64 + 1) * ((j % count) as i64 + 1), count * n as usize), "{name} allgather");
+    assert_eq!(
+        all,
+        vals::<T>(|j| ((j / count) as i64 + 1) * ((j % count) as i64 + 1), count * n as usize),
+        "{name} allgather"
+    );
 }
 
 fn child() {
@@ -234,26 +238,29 @@ fn child() {
     let mut z = [0u8; 4];
     let mut ring = [0i64; 2];
     let ring_msg = [r * 7, r * 7 + 1];
-    ok("async", comm.scope(|s| {
-        let r1 = s.allreduce(&x, &mut xs, Op::Sum)?;
-        let r2 = s.allreduce_in_place(&mut y, Op::Max)?;
-        if rank == 0 {
-            z = [1, 2, 3, 4];
-        }
-        let mut r3 = s.broadcast(&mut z, 0)?;
-        let rr = s.recv(&mut ring, prev)?;
-        let rs = s.send(&ring_msg, next)?;
-        let rb = s.barrier()?;
-        while !r3.test()? {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        r2.wait()?;
-        r1.wait()?;
-        rs.wait()?;
-        rr.wait()?;
-        rb.wait()?;
-        r3.wait()
-    }));
+    ok(
+        "async",
+        comm.scope(|s| {
+            let r1 = s.allreduce(&x, &mut xs, Op::Sum)?;
+            let r2 = s.allreduce_in_place(&mut y, Op::Max)?;
+            if rank == 0 {
+                z = [1, 2, 3, 4];
+            }
+            let mut r3 = s.broadcast(&mut z, 0)?;
+            let rr = s.recv(&mut ring, prev)?;
+            let rs = s.send(&ring_msg, next)?;
+            let rb = s.barrier()?;
+            while !r3.test()? {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            r2.wait()?;
+            r1.wait()?;
+            rs.wait()?;
+            rr.wait()?;
+            rb.wait()?;
+            r3.wait()
+        }),
+    );
     assert!(xs.iter().all(|&v| v == 6.0));
     assert!(y.iter().all(|&v| v == F16::from_f32(2.0)));
     assert_eq!(z, [1, 2, 3, 4]);
@@ -270,22 +277,25 @@ fn child() {
     let mut red_a = vec![0i64; 4];
     let ag_send = [r as i32, 100 + r as i32];
     let mine_v = vec![r as u32 * 10; rank + 1];
-    ok("async 2", comm.scope(|s| {
-        let reqs = vec![
-            s.allgather(&ag_send, &mut ag_a)?,
-            s.reduce_scatter(&rs_send, &mut rs_a, Op::Sum)?,
-            s.alltoall(&a2a, &mut a2a_a)?,
-            s.allgatherv(&mine_v, &mut agv_a, &counts, &displs)?,
-            s.alltoallv(&send_v, &scounts, &sdispls, &mut v_a, &rcounts, &rdispls)?,
-            s.gather(&g_send, if rank == 1 { Some(&mut g_a[..]) } else { None }, 1)?,
-            s.scatter(if rank == 1 { Some(&table[..]) } else { None }, &mut part_a, 1)?,
-            s.reduce(&contrib, if rank == 2 { Some(&mut red_a[..]) } else { None }, Op::Sum, 2)?,
-        ];
-        for q in reqs.into_iter().rev() {
-            q.wait()?;
-        }
-        Ok(())
-    }));
+    ok(
+        "async 2",
+        comm.scope(|s| {
+            let reqs = vec![
+                s.allgather(&ag_send, &mut ag_a)?,
+                s.reduce_scatter(&rs_send, &mut rs_a, Op::Sum)?,
+                s.alltoall(&a2a, &mut a2a_a)?,
+                s.allgatherv(&mine_v, &mut agv_a, &counts, &displs)?,
+                s.alltoallv(&send_v, &scounts, &sdispls, &mut v_a, &rcounts, &rdispls)?,
+                s.gather(&g_send, if rank == 1 { Some(&mut g_a[..]) } else { None }, 1)?,
+                s.scatter(if rank == 1 { Some(&table[..]) } else { None }, &mut part_a, 1)?,
+                s.reduce(&contrib, if rank == 2 { Some(&mut red_a[..]) } else { None }, Op::Sum, 2)?,
+            ];
+            for q in reqs.into_iter().rev() {
+                q.wait()?;
+            }
+            Ok(())
+        }),
+    );
     assert_eq!(ag_a, ag);
     assert_eq!(rs_a, rs);
     assert_eq!(a2a_a, a2a_out);
