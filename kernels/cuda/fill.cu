@@ -10,18 +10,31 @@ namespace {
 
 using namespace detail;
 
-template <class T>
-struct Constant {
-  T value;
-  __device__ T operator()(T) const { return value; }
-};
+// Stores only (no load of the old contents): 16 bytes per thread and step where aligned.
+template <int K, class T>
+__global__ void fill_kernel(T* dst, size_t n, T value) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t nvec = n / K;
+  Pack<T, K> p;
+#pragma unroll
+  for (int k = 0; k < K; ++k) p.v[k] = value;
+  for (size_t i = first; i < nvec; i += stride) reinterpret_cast<decltype(p.raw)*>(dst)[i] = p.raw;
+  if (first < n - nvec * K) dst[nvec * K + first] = value;
+}
 
 template <class T>
 void fill_as(void* dst, const void* value, size_t count, void* stream) {
   T v;
   std::memcpy(&v, value, sizeof(T));
-  // The map reads dst and ignores it: one kernel shape for everything element-wise.
-  map1(static_cast<T*>(dst), static_cast<const T*>(dst), count, Constant<T>{v}, stream, "fill");
+  constexpr int K = vec_width<T, T>();
+  T* d = static_cast<T*>(dst);
+  if (aligned<sizeof(T) * K>(dst)) {
+    fill_kernel<K><<<grid_for(count / K + 1), kThreads, 0, as_stream(stream)>>>(d, count, v);
+  } else {
+    fill_kernel<1><<<grid_for(count), kThreads, 0, as_stream(stream)>>>(d, count, v);
+  }
+  check_launch("fill");
 }
 
 }  // namespace

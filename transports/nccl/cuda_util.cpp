@@ -1,5 +1,7 @@
 #include "transports/nccl/cuda_util.h"
 
+#include <cuda.h>
+
 #include "core/common/status.h"
 
 namespace weft::gpu {
@@ -37,20 +39,83 @@ int device_count(std::string* why) {
   return answer.first;
 }
 
-DeviceGuard::DeviceGuard(int device) {
-  cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != device) {
-    cuda_check(cudaSetDevice(device), "cudaSetDevice");
-    changed_ = true;
+namespace {
+
+// A few driver functions, reached through the runtime's entry points (libcuda.so.1 is loaded by
+// the runtime, never linked): the current context, and pointer attributes, which the driver
+// answers without a current context (cudaPointerGetAttributes may create one first).
+struct Driver {
+  decltype(&::cuCtxGetCurrent) ctx_get = nullptr;
+  decltype(&::cuCtxSetCurrent) ctx_set = nullptr;
+  decltype(&::cuPointerGetAttributes) pointer_attributes = nullptr;
+};
+
+template <class F>
+void entry_point(const char* name, F& slot) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess) {
+    slot = reinterpret_cast<F>(f);
   }
+  cudaGetLastError();
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver x;
+    entry_point("cuCtxGetCurrent", x.ctx_get);
+    entry_point("cuCtxSetCurrent", x.ctx_set);
+    entry_point("cuPointerGetAttributes", x.pointer_attributes);
+    if (!x.ctx_get || !x.ctx_set) x.ctx_get = nullptr, x.ctx_set = nullptr;
+    return x;
+  }();
+  return d;
+}
+
+}  // namespace
+
+DeviceGuard::DeviceGuard(int device) {
+  const Driver& d = driver();
+  CUcontext current = nullptr;
+  have_context_api_ = d.ctx_get && d.ctx_get(&current) == CUDA_SUCCESS;
+  saved_context_ = current;
+  cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
+  // Nothing to do when the device is current with a context bound.
+  if (previous_ == device && (!have_context_api_ || saved_context_)) return;
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  changed_ = true;
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (changed_) cudaSetDevice(previous_);
+  if (!changed_) return;
+  if (have_context_api_) {
+    driver().ctx_set(static_cast<CUcontext>(saved_context_));
+  } else {
+    cudaSetDevice(previous_);
+  }
 }
 
 MemInfo classify(const void* ptr) {
   MemInfo info;
+  if (const auto query = driver().pointer_attributes) {
+    CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned int type = 0;
+    unsigned int managed = 0;  // the driver writes a bool-sized value; zeroed first
+    int ordinal = -1;
+    void* data[3] = {&type, &managed, &ordinal};
+    // Memory the driver does not know: success with type 0 (host).
+    if (query(3, attrs, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return info;
+    if (managed) {
+      info.kind = MemKind::managed;
+      info.device = ordinal;
+    } else if (type == CU_MEMORYTYPE_DEVICE) {
+      info.kind = MemKind::device;
+      info.device = ordinal;
+    }
+    return info;
+  }
   cudaPointerAttributes attr{};
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
@@ -58,19 +123,9 @@ MemInfo classify(const void* ptr) {
     cudaGetLastError();
     return info;
   }
-  switch (attr.type) {
-    case cudaMemoryTypeDevice:
-      info.kind = MemKind::device;
-      info.device = attr.device;
-      break;
-    case cudaMemoryTypeManaged:
-      info.kind = MemKind::managed;
-      info.device = attr.device;
-      break;
-    case cudaMemoryTypeHost:
-    case cudaMemoryTypeUnregistered:
-      break;
-  }
+  if (attr.type == cudaMemoryTypeDevice) info.kind = MemKind::device;
+  if (attr.type == cudaMemoryTypeManaged) info.kind = MemKind::managed;
+  info.device = attr.device;
   return info;
 }
 

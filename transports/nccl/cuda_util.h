@@ -26,8 +26,11 @@ std::string cuda_error_text(cudaError_t err);
 // Visible devices; 0 when there is no driver or device (the reason is in *why when not NULL).
 int device_count(std::string* why = nullptr);
 
-// Makes `device` current for the scope and restores the caller's device afterwards, so that a
-// weft call never changes the application's current device.
+// Makes `device` current for the scope and restores the caller's state afterwards, so that a
+// weft call never changes the application's current device. The state restored is the driver's
+// current context (through cuCtxGetCurrent/cuCtxSetCurrent, found via the runtime's driver entry
+// points), including "none": restoring "device 0" instead would create a context on GPU 0 in
+// every rank that had not picked its GPU yet (e.g. one that creates the communicator first).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
@@ -36,6 +39,8 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
+  void* saved_context_ = nullptr;  // CUcontext
+  bool have_context_api_ = false;
   int previous_ = -1;
   bool changed_ = false;
 };

@@ -26,13 +26,15 @@ DeviceContext::DeviceContext(const Comm& comm, int device_count) : device_count_
 DeviceContext::~DeviceContext() {
   // NCCL first: finalizing flushes work that may still use the streams and buffers below.
   nccl_.reset();
-  if (device_ < 0) return;
-  int previous = -1;
-  bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
-  if (tiny_) cudaFree(tiny_);
-  if (stream_) cudaStreamDestroy(stream_);
-  cudaGetLastError();
-  if (switched) cudaSetDevice(previous);
+  if (device_ < 0 || (!tiny_ && !stream_)) return;
+  try {
+    DeviceGuard guard(device_);
+    if (tiny_) cudaFree(tiny_);
+    if (stream_) cudaStreamDestroy(stream_);
+    cudaGetLastError();
+  } catch (const Error&) {
+    // The device is gone (or the driver shut down at exit): nothing left to free.
+  }
 }
 
 void DeviceContext::abort() noexcept {

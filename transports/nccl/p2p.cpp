@@ -3,10 +3,10 @@
 // With NCCL: ncclSend/ncclRecv on the stream, in issue order with the collectives (NCCL's rule:
 // a send occupies its stream until the peer receives, so two ranks that both send first on one
 // stream wait for each other).
-// Staged: like host point-to-point, posted to UCX at once and matched in issue order, with the
-// same tags, so a staged device send pairs with a host-memory receive and vice versa. A send
-// first copies the buffer to pinned memory (after the stream's earlier work); a receive lands in
-// pinned memory and is copied to the device when it completes.
+// Staged (and always to the rank itself): like host point-to-point, posted to UCX at once and
+// matched in issue order, with the same tags, so a staged device send pairs with a host-memory
+// receive and vice versa. A send first copies the buffer to pinned memory (after the stream's
+// earlier work); a receive lands in pinned memory and is copied to the device when it completes.
 #include "core/comm/channel.h"
 #include "core/comm/progress.h"
 #include "transports/nccl/cuda_util.h"
@@ -103,7 +103,9 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, bool is_send, vo
   DeviceContext& ctx = require_context(*comm, what);
   const size_t bytes = count * dtype_size(dtype);
 #if WEFT_HAVE_NCCL
-  if (ctx.nccl()) {
+  // To itself a rank goes staged: NCCL pairs a send and a receive to self only inside one group,
+  // which two separate weft calls are not.
+  if (ctx.nccl() && peer != comm->rank()) {
     return launch(comm, what, stream, want_request,
                   [=](Launch& l) { nccl_path::p2p(l, is_send, buf, bytes, peer); });
   }
