@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,14 +30,13 @@ constexpr int kThreads = 256;
 // Blocks for `items` work items: enough to cover them, at most 16 blocks per SM (the grid
 // strides over the rest). The SM count is read once per device.
 inline unsigned grid_for(size_t items) {
-  static int sms[64] = {0};
+  static std::atomic<int> sms[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) dev = 0;
-  int& n = sms[dev & 63];
+  int n = sms[dev & 63].load(std::memory_order_relaxed);
   if (n == 0) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 16;
-    n = v;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 16;
+    sms[dev & 63].store(n, std::memory_order_relaxed);
   }
   size_t blocks = (items + kThreads - 1) / kThreads;
   size_t cap = static_cast<size_t>(n) * 16;

@@ -2,6 +2,9 @@
 // each narrow type (kernels/cpu/codecs.h, compiled for the device), and bit access to floats.
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <cstdint>
 
 #include "core/common/dtype.h"
@@ -16,11 +19,24 @@ __device__ inline double float_of(uint64_t u) { return __longlong_as_double(stat
 
 // Codec of a narrow float stored as Storage (uint16_t or uint8_t): widen() to float32 and
 // narrow() back with the CPU's rounding (fp8 saturates, as narrow_from_f32 does).
+//
+// Where the GPU converts in hardware with the same IEEE round-to-nearest-even (f16 everywhere,
+// fp8 from sm_89), the hardware does the work: the software codecs cost enough integer
+// instructions to make the kernels compute-bound. The hardware differs from the CPU twins only
+// on special values, which go through the shared software codecs instead: NaNs (the hardware
+// returns a canonical NaN; the codecs keep payload bits and sign) and, for E5M2, infinities
+// (satfinite would clamp them; weft keeps them infinite). Results stay bit-identical.
 template <DType D> struct Codec;
 template <> struct Codec<DType::f16> {
   using Storage = uint16_t;
-  __device__ static float widen(Storage v) { return kernels::detail::f16_to_f32_inline(v); }
-  __device__ static Storage narrow(float x) { return kernels::detail::f32_to_f16_inline(x); }
+  __device__ static float widen(Storage v) {
+    if ((v & 0x7fffu) > 0x7c00u) return kernels::detail::f16_to_f32_inline(v);
+    return __half2float(__ushort_as_half(v));
+  }
+  __device__ static Storage narrow(float x) {
+    if (x != x) return kernels::detail::f32_to_f16_inline(x);
+    return __half_as_ushort(__float2half_rn(x));
+  }
 };
 template <> struct Codec<DType::bf16> {
   using Storage = uint16_t;
@@ -29,13 +45,34 @@ template <> struct Codec<DType::bf16> {
 };
 template <> struct Codec<DType::f8e4m3> {
   using Storage = uint8_t;
-  __device__ static float widen(Storage v) { return __uint_as_float(kernels::detail::e4m3_bits(v)); }
-  __device__ static Storage narrow(float x) { return kernels::detail::to_e4m3(x, true); }
+  __device__ static float widen(Storage v) {
+#if __CUDA_ARCH__ >= 890
+    if ((v & 0x7fu) != 0x7fu) {  // every other code is exact in f16
+      return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3)));
+    }
+#endif
+    return __uint_as_float(kernels::detail::e4m3_bits(v));
+  }
+  __device__ static Storage narrow(float x) {
+#if __CUDA_ARCH__ >= 890
+    if (x == x) return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);  // inf saturates, as weft's
+#endif
+    return kernels::detail::to_e4m3(x, true);
+  }
 };
 template <> struct Codec<DType::f8e5m2> {
   using Storage = uint8_t;
-  __device__ static float widen(Storage v) { return __uint_as_float(kernels::detail::e5m2_bits(v)); }
-  __device__ static Storage narrow(float x) { return kernels::detail::to_e5m2(x, true); }
+  // E5M2 is the upper byte of an f16: widening is exact through f16 on every GPU.
+  __device__ static float widen(Storage v) {
+    if ((v & 0x7fu) > 0x7cu) return __uint_as_float(kernels::detail::e5m2_bits(v));
+    return __half2float(__ushort_as_half(static_cast<uint16_t>(v << 8)));
+  }
+  __device__ static Storage narrow(float x) {
+#if __CUDA_ARCH__ >= 890
+    if (fabsf(x) <= 3.402823466e38f) return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+#endif
+    return kernels::detail::to_e5m2(x, true);
+  }
 };
 template <> struct Codec<DType::f32> {
   using Storage = float;

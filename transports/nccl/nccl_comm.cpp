@@ -190,4 +190,9 @@ void NcclComm::abort() noexcept {
   handle_ = nullptr;
 }
 
+bool NcclComm::alive() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return handle_ != nullptr;
+}
+
 }  // namespace weft::gpu

@@ -58,6 +58,9 @@ class NcclComm {
   [[noreturn]] void fail_timeout(Comm& comm, const DeviceSubject& what, std::chrono::milliseconds waited);
   // Any thread: ncclCommAbort (once); later issue() calls fail with Status::aborted.
   void abort() noexcept;
+  // False once aborted (by weft_comm_abort, a failure or the watchdog): the results of work
+  // still in flight then are undefined.
+  bool alive();
 
  private:
   NcclComm(const NcclApi& api, ncclComm_t handle, std::chrono::milliseconds timeout)

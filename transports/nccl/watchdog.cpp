@@ -20,7 +20,18 @@ namespace {
 
 bool event_done(Comm& comm, DeviceContext& ctx, cudaEvent_t event, const DeviceSubject& what) {
   cudaError_t err = cudaEventQuery(event);
-  if (err == cudaSuccess) return true;
+  if (err == cudaSuccess) {
+#if WEFT_HAVE_NCCL
+    // An aborted NCCL communicator stops its kernels, so the stream gets here either way; the
+    // work may not have completed, and must not be reported as done.
+    if (NcclComm* n = ctx.nccl(); n && !n->alive()) {
+      comm.throw_if_unusable();
+      fail_broken(comm, Status::aborted,
+                  format("%s: the NCCL communicator was aborted before this completed", subject_text(comm, what).c_str()));
+    }
+#endif
+    return true;
+  }
   if (err != cudaErrorNotReady) {
     cudaGetLastError();
     fail_broken(comm, Status::transport,
