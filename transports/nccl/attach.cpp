@@ -91,7 +91,7 @@ bool nccl_disabled_by_env() {
 void attach(Comm& comm, const Comm* parent) {
   std::string why_count;
   const int count = device_count(&why_count);
-  auto ctx = std::make_unique<DeviceContext>(comm, count);
+  auto ctx = std::make_unique<DeviceContext>(count);
   const DeviceContext* pctx = parent ? context_of(*parent) : nullptr;
   if (pctx) {
     // A rank keeps its GPU: children use the parent's, and its table.

@@ -9,8 +9,7 @@
 
 namespace weft::gpu {
 
-DeviceContext::DeviceContext(const Comm& comm, int device_count) : device_count_(device_count) {
-  (void)comm;
+DeviceContext::DeviceContext(int device_count) : device_count_(device_count) {
   if (const char* v = std::getenv("WEFT_STAGING_CHUNK_BYTES"); v && *v) {
     errno = 0;
     char* end = nullptr;

@@ -31,7 +31,7 @@ using DeviceTable = std::vector<DeviceInfo>;  // indexed by world rank
 
 class DeviceContext final : public DeviceState {
  public:
-  DeviceContext(const Comm& comm, int device_count);
+  explicit DeviceContext(int device_count);
   ~DeviceContext() override;
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;

@@ -208,16 +208,20 @@ weft_status_t weft_request_free(weft_request_t request);
  *
  * Streams (`stream` is a cudaStream_t; device memory only):
  *  - NULL: the communicator's own stream, which is ordered after work queued earlier on the legacy
- *    default stream; without a request the call returns when the work is complete.
+ *    default stream (work on other streams must be complete first); without a request the call
+ *    returns when the work is complete.
  *  - a stream, no request: stream-ordered, as NCCL: the call returns once the work is queued
  *    (staged calls return when it is complete); later work on the stream sees the results.
- *  - with a request: it completes when the stream reaches the end of the work; weft_test and
- *    weft_wait also watch NCCL for errors and, at the communicator's deadline, abort it
- *    (WEFT_ERR_TIMEOUT naming the operation and its sequence number: NCCL itself never times
- *    out). A failed stream-ordered call is reported by the next call on the communicator.
+ *  - with a request: it completes when the stream reaches the end of the work.
+ *  Every wait for device work (a NULL-stream call, weft_wait, weft_request_free) watches NCCL for
+ *  errors and, at the communicator's deadline, aborts it: WEFT_ERR_TIMEOUT names the operation
+ *  and its sequence number (NCCL itself never times out). A stream-ordered call that fails later
+ *  is reported by the next call on the communicator. Device calls keep issue order with host
+ *  calls: one made while asynchronous host calls are queued waits for them.
  *  Low-precision reductions keep the rules above on NCCL too: f16/bf16/fp8 travel as float32.
  *  Device point-to-point through NCCL is ordered with the collectives on the stream, and a send
- *  waits there until the peer receives (use separate streams for a two-way exchange).
+ *  waits there until the peer receives (use separate streams for a two-way exchange); to the
+ *  rank itself it is staged.
  * In-place: allreduce, broadcast, reduce, alltoall, alltoallv: sendbuf == recvbuf.
  *           allgather(v), gather: sendbuf == recvbuf + this rank's offset (as NCCL/MPI_IN_PLACE).
  *           reduce_scatter: recvbuf == sendbuf + rank * recvcount elements.
