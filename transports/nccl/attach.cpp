@@ -126,7 +126,7 @@ void attach(Comm& comm, const Comm* parent) {
         local_why = e.message();
       }
     }
-    ctx->nccl_ = NcclComm::create(comm, ctx->device_, usable, &local_why);
+    ctx->nccl_ = NcclComm::create(comm, usable, &local_why);
     if (!ctx->nccl_) ctx->why_no_nccl_ = local_why.empty() ? "NCCL setup failed" : local_why;
 #else
     ctx->why_no_nccl_ = "this weft was built without NCCL";

@@ -44,9 +44,11 @@ ncclResult_t wait_ready(const NcclApi& api, ncclComm_t h, Comm& comm, std::strin
 
 }  // namespace
 
-std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, int device, bool usable, std::string* why) {
-  std::string local_why;
-  const NcclApi* api = nccl_api(&local_why);
+std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string* why) {
+  std::string local_why = *why;  // the caller's reason when it says "not usable"
+  std::string lib_why;
+  const NcclApi* api = nccl_api(&lib_why);
+  if (usable && !api) local_why = lib_why;
   if (!usable && local_why.empty()) local_why = "this rank has no usable GPU";
   usable = usable && api;
 
@@ -75,7 +77,7 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, int device, bool usable, 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every call returns at once; weft polls with its deadline
   ncclComm_t handle = nullptr;
-  (void)device;  // current already (the caller's DeviceGuard); NCCL binds to it
+  // NCCL binds the communicator to the current device (the caller's DeviceGuard).
   ncclResult_t r = api->CommInitRankConfig(&handle, comm.size(), msg.id, comm.rank(), &config);
   std::string stopped;
   if (handle && (r == ncclSuccess || r == ncclInProgress)) r = wait_ready(*api, handle, comm, &stopped);

@@ -26,8 +26,9 @@ class NcclComm {
  public:
   // Collective over `comm` (host collectives carry the unique id and the verdict): returns a
   // communicator on every rank, or nullptr on every rank with the reason in *why. `usable`
-  // is this rank's own verdict (a device and the NCCL library); `device` must be current.
-  static std::unique_ptr<NcclComm> create(Comm& comm, int device, bool usable, std::string* why);
+  // is this rank's own verdict (its GPU is current; *why says why not when false); the NCCL
+  // library is checked here.
+  static std::unique_ptr<NcclComm> create(Comm& comm, bool usable, std::string* why);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
