@@ -4,9 +4,15 @@ Every rank can compute every rank's input (inputs depend only on (rank, case, si
 each rank checks its own result against a numpy reduction of all inputs.
 """
 
+import os
+
 import numpy as np
 
 import weft
+
+
+def under_launcher():
+    return bool(os.environ.get("WEFT_RANK")) and bool(os.environ.get("WEFT_WORLD_SIZE"))
 
 # ----------------------------------------------------------------- fp8 / bf16 in numpy
 

@@ -1,7 +1,6 @@
 """Shared test setup: the package and _helpers importable from a checkout; the world
 communicator of a weftrun job (multi-rank tests are skipped outside one)."""
 
-import os
 import pathlib
 import sys
 
@@ -13,10 +12,7 @@ for p in (str(_HERE.parent), str(_HERE)):
         sys.path.insert(0, p)
 
 import weft  # noqa: E402
-
-
-def under_launcher():
-    return bool(os.environ.get("WEFT_RANK")) and bool(os.environ.get("WEFT_WORLD_SIZE"))
+from _helpers import under_launcher  # noqa: E402
 
 
 @pytest.fixture(scope="session")
