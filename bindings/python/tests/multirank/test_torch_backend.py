@@ -122,6 +122,15 @@ def test_collectives():
     out = torch.zeros(3)
     dist.scatter(out, [torch.full((3,), float(q * q)) for q in range(s)] if r == 0 else None, src=0)
     assert torch.all(out == float(r * r))
+    # object collectives (pickles in uint8 tensors) and an empty tensor
+    objs = [None] * s
+    dist.all_gather_object(objs, {"rank": r})
+    assert objs == [{"rank": q} for q in range(s)]
+    lst = [("from", r), None]
+    dist.broadcast_object_list(lst, src=s - 1)
+    assert lst == [("from", s - 1), None]
+    e = torch.zeros(0)
+    dist.all_reduce(e)
     dist.barrier()
 
 
