@@ -51,7 +51,7 @@ def test_binding_checks(world):
     with pytest.raises(weft.InvalidArgument, match="cannot reinterpret"):
         world.allreduce(f32, dtype="float64")
     with pytest.raises(weft.InvalidArgument, match="one per rank"):
-        world.allgatherv(f32, np.zeros(16, np.float32), [1])
+        world.allgatherv(f32, np.zeros(16, np.float32), [1] * (s + 1))
     with pytest.raises(weft.Unsupported, match="cannot reduce"):
         world.allreduce(np.zeros(3, dtype=np.int16))
     with pytest.raises(weft.InvalidArgument, match="Python objects"):
