@@ -358,8 +358,11 @@ def as_buffer(obj, what="buffer", writable=False, dtype=None):
     else:
         try:
             mv = memoryview(obj)
-        except TypeError:
-            mv = None
+        except (TypeError, ValueError, BufferError) as e:
+            # ValueError/BufferError: an exporter that cannot describe its items (numpy datetime64)
+            mv, refused = None, e
+        else:
+            refused = None
         if mv is not None:
             try:
                 buf = _from_buffer_protocol(obj, mv, what, writable)
@@ -367,6 +370,9 @@ def as_buffer(obj, what="buffer", writable=False, dtype=None):
                 mv.release()
         elif hasattr(obj, "__dlpack__"):
             buf = _from_dlpack(obj, what, writable)
+        elif not isinstance(refused, TypeError):
+            raise _errors.InvalidArgument("%s: the %s cannot be used as a buffer: %s"
+                                          % (what, _describe(obj), refused)) from None
         else:
             raise _errors.InvalidArgument("%s: a %s is neither a buffer (numpy array, bytearray, memoryview) nor a "
                                           "DLPack tensor (torch.Tensor)" % (what, _describe(obj)))

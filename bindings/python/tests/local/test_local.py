@@ -165,6 +165,8 @@ def test_buffer_details():
     big = np.zeros(2, dtype=">f4")
     assert weft.as_buffer(big).dtype is None  # big-endian: moved as bytes only
     assert weft.as_buffer(np.zeros(3, bool)).dtype is None
+    with pytest.raises(weft.InvalidArgument, match="datetime|dtype|buffer"):
+        weft.as_buffer(np.zeros(3, "datetime64[s]"))
 
 
 def test_dlpack_tensors():
