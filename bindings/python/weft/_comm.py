@@ -84,30 +84,25 @@ _env_lock = threading.Lock()
 def get_unique_id(port=None):
     """weft_get_unique_id(): starts a rendezvous store in this process and describes it.
 
-    port=None keeps the library's choice (WEFT_MASTER_PORT, else any free port); port=0 asks
-    for any free port even when WEFT_MASTER_PORT is set (under weftrun that port is the
-    launcher's own store, so the library's choice fails there); port=N binds port N. The port is
-    handed to the library through WEFT_MASTER_PORT, changed only for the call."""
+    port=None or 0: the library's choice (WEFT_UNIQUE_ID_PORT if set, else any free port);
+    port=N binds port N, handed to the library through WEFT_UNIQUE_ID_PORT for the call only."""
     uid = _lib.weft_unique_id_t()
     lib = _lib.lib()
-    if port is None:
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+        raise InvalidArgument("port=%r: expected 0 (any free port) or 1..65535" % (port,))
+    if not port:
         _errors.check(lib.weft_get_unique_id(ctypes.byref(uid)))
     else:
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise InvalidArgument("port=%r: expected 0 (any free port) or 1..65535" % (port,))
         with _env_lock:
-            old = os.environ.get("WEFT_MASTER_PORT")
+            old = os.environ.get("WEFT_UNIQUE_ID_PORT")
+            os.environ["WEFT_UNIQUE_ID_PORT"] = str(port)
             try:
-                if port:
-                    os.environ["WEFT_MASTER_PORT"] = str(port)
-                else:
-                    os.environ.pop("WEFT_MASTER_PORT", None)
                 _errors.check(lib.weft_get_unique_id(ctypes.byref(uid)))
             finally:
                 if old is None:
-                    os.environ.pop("WEFT_MASTER_PORT", None)
+                    os.environ.pop("WEFT_UNIQUE_ID_PORT", None)
                 else:
-                    os.environ["WEFT_MASTER_PORT"] = old
+                    os.environ["WEFT_UNIQUE_ID_PORT"] = old
     return UniqueId(ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES))
 
 
