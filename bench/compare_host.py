@@ -56,6 +56,20 @@ def cpu_model():
     return platform.machine()
 
 
+def busy_warning(load_before):
+    """A warning when others kept the machine busy: the 1-minute load average before the first
+    run (ours add to it afterwards) above half the CPUs."""
+    try:
+        load = float(load_before.split()[0])
+    except (ValueError, IndexError):
+        return ""
+    cpus = os.cpu_count() or 1
+    if load <= cpus / 2:
+        return ""
+    return (f"WARNING: the machine was busy before the run (1-minute load average {load:.1f} on {cpus} CPUs): "
+            f"expect noise, above all at small sizes, and repeat before trusting a difference")
+
+
 def loadavg():
     try:
         with open("/proc/loadavg") as f:
@@ -199,7 +213,7 @@ def plot(rows, colls, ranks, png, title):
                 ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(png, dpi=80)
+    fig.savefig(png, dpi=72, pil_kwargs={"optimize": True})
     plt.close(fig)
 
 
@@ -302,6 +316,9 @@ def main():
         "broadcast, reduce, sendrecv 1",
         "# all numbers come from this one run; '!' marks a row whose check found wrong elements",
     ]
+    busy = busy_warning(load_before)
+    if busy:
+        header.append("# " + busy)
     text = "\n".join(header) + "\n" + tables(rows, colls, ranks) + "\n"
     if failures:
         text += "\nFAILURES:\n" + "\n".join("  " + f for f in failures) + "\n"
