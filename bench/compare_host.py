@@ -56,18 +56,35 @@ def cpu_model():
     return platform.machine()
 
 
-def busy_warning(load_before):
+def busy_warning(load_before, others):
     """A warning when others kept the machine busy: the 1-minute load average before the first
-    run (ours add to it afterwards) above half the CPUs."""
+    run (ours add to it afterwards), or the mean number of other runnable tasks seen between
+    runs, above half the CPUs."""
     try:
         load = float(load_before.split()[0])
     except (ValueError, IndexError):
-        return ""
+        load = 0.0
+    mean_others = sum(others) / len(others) if others else 0.0
     cpus = os.cpu_count() or 1
-    if load <= cpus / 2:
+    if max(load, mean_others) <= cpus / 2:
         return ""
-    return (f"WARNING: the machine was busy before the run (1-minute load average {load:.1f} on {cpus} CPUs): "
+    return (f"WARNING: the machine was busy (1-minute load average {load:.1f} before the run, "
+            f"{mean_others:.1f} other runnable tasks on average between runs, {cpus} CPUs): "
             f"expect noise, above all at small sizes, and repeat before trusting a difference")
+
+
+def others_running(samples=5, gap=0.02):
+    """Mean number of runnable tasks other than this one, from a few looks at /proc/loadavg
+    between benchmark runs (when none of our ranks exist): what else keeps the CPUs busy."""
+    seen = []
+    for _ in range(samples):
+        try:
+            with open("/proc/loadavg") as f:
+                seen.append(max(0, int(f.read().split()[3].split("/")[0]) - 1))
+        except (OSError, ValueError, IndexError):
+            return None
+        time.sleep(gap)
+    return sum(seen) / len(seen)
 
 
 def loadavg():
@@ -256,7 +273,7 @@ def main():
     t_start = time.time()
     load_before = loadavg()
     log_path = os.path.join(work, "compare-host.log")
-    rows, failures = [], []
+    rows, failures, others = [], [], []
     print(f"compare-host: {', '.join(colls)}; ranks {' '.join(map(str, ranks))}; "
           f"{'quick' if a.quick else 'full'} run; raw output in {log_path}", flush=True)
     with open(log_path, "w") as log:
@@ -265,12 +282,16 @@ def main():
                 for lib in libs:  # interleaved, so load changes hit every library alike
                     path = os.path.join(work, f"{lib}-n{n}-band{bi}.csv")
                     cmd = commands(lib, n, band, colls, check, build, path)
+                    other = others_running()
+                    if other is not None:
+                        others.append(other)
                     t0 = time.time()
                     ok = run(cmd, env, log, timeout=900)
                     got = read_rows(path)
                     rows += got
                     print(f"  {lib:8s} {n} ranks {band[0]:>5}..{band[1]:<4} x{band[3]:<3} "
-                          f"{time.time() - t0:6.1f} s  {'ok' if ok else 'FAILED'}", flush=True)
+                          f"{time.time() - t0:6.1f} s  {'ok' if ok else 'FAILED'}"
+                          f"  (other runnable tasks before: {other if other is not None else '?'})", flush=True)
                     if not ok:
                         failures.append(f"{lib} {n} ranks {band[0]}..{band[1]} (see {log_path})")
     elapsed = time.time() - t_start
@@ -305,7 +326,8 @@ def main():
         f"# compare-host {'(quick) ' if a.quick else ''}{started:%Y-%m-%d %H:%M}, {elapsed:.0f} s; "
         f"weft at {git}",
         f"# host: {platform.node()}, {os.cpu_count()} CPUs ({cpu_model()}); "
-        f"load average {load_before} before, {load_after} after",
+        f"load average {load_before} before, {load_after} after; other runnable tasks between runs: "
+        f"{(f'mean {sum(others) / len(others):.1f}, max {max(others):.1f}') if others else '?'}",
         f"# weft: weft-bench, default transport (UCX; env {ucx or 'unset'})",
         f"# Open MPI: {ompi_version}; {' '.join(MPIRUN[1:])} (shared memory: ob1 + vader btl)",
         f"# gloo: torch {torch_version}, /usr/bin/python3, launched by weftrun, GLOO_SOCKET_IFNAME={env['GLOO_SOCKET_IFNAME']}",
@@ -316,7 +338,7 @@ def main():
         "broadcast, reduce, sendrecv 1",
         "# all numbers come from this one run; '!' marks a row whose check found wrong elements",
     ]
-    busy = busy_warning(load_before)
+    busy = busy_warning(load_before, others)
     if busy:
         header.append("# " + busy)
     text = "\n".join(header) + "\n" + tables(rows, colls, ranks) + "\n"
