@@ -113,7 +113,8 @@ void UcxTransport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   log(LogLevel::info, "UCX endpoint to peer %d failed: %s", it->second, ucs_status_string(status));
 }
 
-void UcxTransport::connect(const std::vector<std::string>& addresses, int self_index) {
+void UcxTransport::connect(const std::vector<std::string>& addresses, int self_index,
+                           const std::vector<bool>& same_host) {
   std::lock_guard<std::mutex> lock(mutex_);
   npeers_ = static_cast<int>(addresses.size());
   peer_failed_.reset(new std::atomic<bool>[addresses.size()]);
@@ -121,13 +122,20 @@ void UcxTransport::connect(const std::vector<std::string>& addresses, int self_i
   for (size_t i = 0; i < addresses.size(); ++i) {
     peer_failed_[i].store(false);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(addresses[i].data());
-    // Peer failure mode: a dead peer fails its endpoint's operations instead of hanging them.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxTransport::on_ep_error;
-    ep.err_handler.arg = this;
+    if (same_host[i]) {
+      // UCX 1.13's shared-memory transports (posix, sysv, cma) and self have no peer-failure
+      // handler, so asking for one would push same-host traffic onto TCP loopback. A
+      // same-host peer's death is caught by World's process check instead.
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    } else {
+      // Peer failure mode: a dead peer fails its endpoint's operations instead of hanging them.
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &UcxTransport::on_ep_error;
+      ep.err_handler.arg = this;
+    }
     ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[i]);
     if (st != UCS_OK) {
       fail(Status::transport, "UCX could not create an endpoint to rank %zu (self %d): %s", i,
@@ -159,6 +167,14 @@ void UcxTransport::send(Op& op, int peer, Tag tag, const void* buf, size_t bytes
 }
 
 void UcxTransport::recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) {
+  post_recv(op, peer, tag, ~Tag{0}, buf, bytes);
+}
+
+void UcxTransport::recv_any_sender(Op& op, Tag tag, void* buf, size_t bytes) {
+  post_recv(op, -1, tag, ~(Tag{0xffff} << 32), buf, bytes);
+}
+
+void UcxTransport::post_recv(Op& op, int peer, Tag tag, Tag mask, void* buf, size_t bytes) {
   op.peer = peer;
   op.is_recv = true;
   op.bytes = bytes;
@@ -173,7 +189,7 @@ void UcxTransport::recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) {
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = &recv_done;
   p.user_data = &op;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~Tag{0}, &p);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p);
   if (r == nullptr) {
     fail(Status::internal, "UCX completed a receive immediately despite UCP_OP_ATTR_FLAG_NO_IMM_CMPL");
   } else if (UCS_PTR_IS_ERR(r)) {
