@@ -226,10 +226,17 @@ def plot(rows, colls, ranks, png, title):
                 ax.set_xlabel("message size")
                 for lbl in ax.get_xticklabels():
                     lbl.set_rotation(45)
-            if i == 0 and j == len(ranks) - 1:
-                ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    handles, labels = [], []
+    for ax in axes.flat:  # one legend for the figure, from the first panel that has each line
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    top = 1.0 - 0.55 / fig.get_figheight()  # room for the title and the legend (in inches)
+    fig.tight_layout(rect=(0, 0, 1, top))
+    fig.suptitle(title, fontsize=10, y=1.0 - 0.05 / fig.get_figheight(), va="top")
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 1.0 - 0.22 / fig.get_figheight()))
     fig.savefig(png, dpi=72, pil_kwargs={"optimize": True})
     plt.close(fig)
 
