@@ -1,0 +1,227 @@
+// Collective entry points: validate every argument, then run the core algorithm through
+// launch() (blocking or as a request).
+#include "capi/src/handles.h"
+#include "capi/src/launch.h"
+#include "capi/src/shim.h"
+#include "capi/src/validate.h"
+#include "core/collectives/collectives.h"
+
+using namespace weft;
+using namespace weft::capi;
+
+namespace {
+
+const char* bytes_at(const void* base, size_t bytes) { return static_cast<const char*>(base) + bytes; }
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API weft_status_t weft_allreduce(const void* sendbuf, void* recvbuf, size_t count, weft_dtype_t dtype,
+                                      weft_op_t op, weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    ReduceOp o = check_op(op);
+    size_t bytes = check_bytes(count, d, "count");
+    check_buffer(sendbuf, bytes, "sendbuf");
+    check_buffer(recvbuf, bytes, "recvbuf");
+    check_host_stream(stream);
+    check_no_overlap(sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf");
+    Comm* c = h->comm.get();
+    launch(h, request, "allreduce", [=] { coll::allreduce(*c, sendbuf, recvbuf, count, d, o); });
+  });
+}
+
+WEFT_API weft_status_t weft_broadcast(void* buf, size_t count, weft_dtype_t dtype, int root, weft_comm_t comm,
+                                      void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    check_rank(root, h->comm->size(), "root");
+    check_buffer(buf, check_bytes(count, d, "count"), "buf");
+    check_host_stream(stream);
+    Comm* c = h->comm.get();
+    launch(h, request, "broadcast", [=] { coll::broadcast(*c, buf, count, d, root); });
+  });
+}
+
+WEFT_API weft_status_t weft_reduce(const void* sendbuf, void* recvbuf, size_t count, weft_dtype_t dtype, weft_op_t op,
+                                   int root, weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    ReduceOp o = check_op(op);
+    check_rank(root, h->comm->size(), "root");
+    size_t bytes = check_bytes(count, d, "count");
+    check_buffer(sendbuf, bytes, "sendbuf");
+    if (h->comm->rank() == root) {
+      check_buffer(recvbuf, bytes, "recvbuf (at the root)");
+      check_no_overlap(sendbuf, bytes, recvbuf, bytes, sendbuf == recvbuf, "sendbuf == recvbuf");
+    }
+    check_host_stream(stream);
+    Comm* c = h->comm.get();
+    launch(h, request, "reduce", [=] { coll::reduce(*c, sendbuf, recvbuf, count, d, o, root); });
+  });
+}
+
+WEFT_API weft_status_t weft_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, weft_dtype_t dtype,
+                                      weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    const int n = h->comm->size(), rank = h->comm->rank();
+    size_t bytes = check_bytes(sendcount, d, "sendcount");
+    size_t total = check_bytes_times(sendcount, static_cast<size_t>(n), d, "sendcount x nranks");
+    check_buffer(sendbuf, bytes, "sendbuf");
+    check_buffer(recvbuf, total, "recvbuf");
+    check_host_stream(stream);
+    bool in_place = sendbuf == bytes_at(recvbuf, bytes * static_cast<size_t>(rank));
+    check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + rank * sendcount");
+    Comm* c = h->comm.get();
+    launch(h, request, "allgather", [=] { coll::allgather(*c, sendbuf, recvbuf, sendcount, d); });
+  });
+}
+
+WEFT_API weft_status_t weft_allgatherv(const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
+                                       const size_t* displs, weft_dtype_t dtype, weft_comm_t comm, void* stream,
+                                       weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    const int n = h->comm->size(), rank = h->comm->rank();
+    std::vector<size_t> counts = copy_counts(recvcounts, n, "recvcounts");
+    std::vector<size_t> disp = copy_counts(displs, n, "displs");
+    if (counts[static_cast<size_t>(rank)] != sendcount) {
+      fail(Status::invalid_argument, "sendcount = %zu but recvcounts[%d] = %zu; they must be equal", sendcount, rank,
+           counts[static_cast<size_t>(rank)]);
+    }
+    size_t bytes = check_bytes(sendcount, d, "sendcount");
+    size_t total = check_bytes(extent_of(counts, disp, d, "recvcounts/displs"), d, "recvcounts/displs");
+    check_buffer(sendbuf, bytes, "sendbuf");
+    check_buffer(recvbuf, total, "recvbuf");
+    check_host_stream(stream);
+    bool in_place = sendbuf == bytes_at(recvbuf, disp[static_cast<size_t>(rank)] * dtype_size(d));
+    check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + displs[rank]");
+    Comm* c = h->comm.get();
+    launch(h, request, "allgatherv", [=, counts = std::move(counts), disp = std::move(disp)] {
+      coll::allgatherv(*c, sendbuf, sendcount, recvbuf, counts, disp, d);
+    });
+  });
+}
+
+WEFT_API weft_status_t weft_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, weft_dtype_t dtype,
+                                           weft_op_t op, weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    ReduceOp o = check_op(op);
+    const int n = h->comm->size(), rank = h->comm->rank();
+    size_t bytes = check_bytes(recvcount, d, "recvcount");
+    size_t total = check_bytes_times(recvcount, static_cast<size_t>(n), d, "recvcount x nranks");
+    check_buffer(sendbuf, total, "sendbuf");
+    check_buffer(recvbuf, bytes, "recvbuf");
+    check_host_stream(stream);
+    bool in_place = recvbuf == bytes_at(sendbuf, bytes * static_cast<size_t>(rank));
+    check_no_overlap(sendbuf, total, recvbuf, bytes, in_place, "recvbuf == sendbuf + rank * recvcount");
+    Comm* c = h->comm.get();
+    launch(h, request, "reduce_scatter", [=] { coll::reduce_scatter(*c, sendbuf, recvbuf, recvcount, d, o); });
+  });
+}
+
+WEFT_API weft_status_t weft_alltoall(const void* sendbuf, void* recvbuf, size_t count, weft_dtype_t dtype,
+                                     weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    size_t total = check_bytes_times(count, static_cast<size_t>(h->comm->size()), d, "count x nranks");
+    check_buffer(sendbuf, total, "sendbuf");
+    check_buffer(recvbuf, total, "recvbuf");
+    check_host_stream(stream);
+    check_no_overlap(sendbuf, total, recvbuf, total, sendbuf == recvbuf, "sendbuf == recvbuf");
+    Comm* c = h->comm.get();
+    launch(h, request, "alltoall", [=] { coll::alltoall(*c, sendbuf, recvbuf, count, d); });
+  });
+}
+
+WEFT_API weft_status_t weft_alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                                      void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                                      weft_dtype_t dtype, weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    const int n = h->comm->size();
+    std::vector<size_t> sc = copy_counts(sendcounts, n, "sendcounts"), sd = copy_counts(sdispls, n, "sdispls");
+    std::vector<size_t> rc = copy_counts(recvcounts, n, "recvcounts"), rd = copy_counts(rdispls, n, "rdispls");
+    size_t sbytes = check_bytes(extent_of(sc, sd, d, "sendcounts/sdispls"), d, "sendcounts/sdispls");
+    size_t rbytes = check_bytes(extent_of(rc, rd, d, "recvcounts/rdispls"), d, "recvcounts/rdispls");
+    check_buffer(sendbuf, sbytes, "sendbuf");
+    check_buffer(recvbuf, rbytes, "recvbuf");
+    check_host_stream(stream);
+    check_no_overlap(sendbuf, sbytes, recvbuf, rbytes, sendbuf == recvbuf, "sendbuf == recvbuf");
+    Comm* c = h->comm.get();
+    launch(h, request, "alltoallv",
+           [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)] {
+             coll::alltoallv(*c, sendbuf, sc, sd, recvbuf, rc, rd, d);
+           });
+  });
+}
+
+WEFT_API weft_status_t weft_gather(const void* sendbuf, void* recvbuf, size_t count, weft_dtype_t dtype, int root,
+                                   weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    check_rank(root, h->comm->size(), "root");
+    size_t bytes = check_bytes(count, d, "count");
+    size_t total = check_bytes_times(count, static_cast<size_t>(h->comm->size()), d, "count x nranks");
+    check_buffer(sendbuf, bytes, "sendbuf");
+    if (h->comm->rank() == root) {
+      check_buffer(recvbuf, total, "recvbuf (at the root)");
+      bool in_place = sendbuf == bytes_at(recvbuf, bytes * static_cast<size_t>(root));
+      check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + root * count at the root");
+    }
+    check_host_stream(stream);
+    Comm* c = h->comm.get();
+    launch(h, request, "gather", [=] { coll::gather(*c, sendbuf, recvbuf, count, d, root); });
+  });
+}
+
+WEFT_API weft_status_t weft_scatter(const void* sendbuf, void* recvbuf, size_t count, weft_dtype_t dtype, int root,
+                                    weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    DType d = check_dtype(dtype);
+    check_rank(root, h->comm->size(), "root");
+    size_t bytes = check_bytes(count, d, "count");
+    size_t total = check_bytes_times(count, static_cast<size_t>(h->comm->size()), d, "count x nranks");
+    check_buffer(recvbuf, bytes, "recvbuf");
+    if (h->comm->rank() == root) {
+      check_buffer(sendbuf, total, "sendbuf (at the root)");
+      bool in_place = recvbuf == bytes_at(sendbuf, bytes * static_cast<size_t>(root));
+      check_no_overlap(sendbuf, total, recvbuf, bytes, in_place, "recvbuf == sendbuf + root * count at the root");
+    }
+    check_host_stream(stream);
+    Comm* c = h->comm.get();
+    launch(h, request, "scatter", [=] { coll::scatter(*c, sendbuf, recvbuf, count, d, root); });
+  });
+}
+
+WEFT_API weft_status_t weft_barrier(weft_comm_t comm, void* stream, weft_request_t* request) {
+  return guarded(__func__, [&] {
+    weft_comm* h = lookup_comm(comm, "comm");
+    check_host_stream(stream);
+    Comm* c = h->comm.get();
+    launch(h, request, "barrier", [=] { coll::barrier(*c); });
+  });
+}
+
+WEFT_API weft_status_t weft_dtype_size(weft_dtype_t dtype, size_t* size) {
+  return guarded(__func__, [&] {
+    check_out(size, "size");
+    *size = 0;
+    *size = dtype_size(check_dtype(dtype));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,74 @@
+// weft_wait / weft_test / weft_request_free.
+#include "capi/src/handles.h"
+#include "capi/src/shim.h"
+#include "core/comm/progress.h"
+
+using namespace weft;
+using namespace weft::capi;
+
+namespace {
+
+// Waits for a point-to-point request; on failure the op is parked if UCX still holds it.
+void wait_p2p(weft_request* r) {
+  if (!r->op) return;
+  try {
+    wait_ops(*r->comm, {r->op.get()}, {r->operation, "", 0});
+  } catch (...) {
+    if (!r->op->finished()) r->comm->world().bury(std::move(r->op));
+    r->op.reset();
+    throw;
+  }
+}
+
+void wait_request(weft_request* r) {
+  if (r->task) {
+    r->task->wait();
+    r->task->rethrow();
+  } else {
+    wait_p2p(r);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API weft_status_t weft_wait(weft_request_t request) {
+  return guarded(__func__, [&] { wait_request(lookup_request(request, "request")); });
+}
+
+WEFT_API weft_status_t weft_test(weft_request_t request, int* done) {
+  bool pending = false;
+  weft_status_t st = guarded(__func__, [&] {
+    if (done) *done = 0;
+    weft_request* r = lookup_request(request, "request");
+    if (r->task) {
+      pending = !r->task->done();
+      if (!pending) r->task->rethrow();
+    } else if (r->op) {
+      if (!r->op->finished()) r->comm->world().transport().progress();
+      pending = !r->op->finished();
+      if (pending) r->comm->throw_if_unusable();
+      else wait_p2p(r);  // validates size and status; returns at once
+    }
+    if (!pending && done) *done = 1;
+  });
+  return (st == WEFT_OK && pending) ? WEFT_IN_PROGRESS : st;
+}
+
+WEFT_API weft_status_t weft_request_free(weft_request_t request) {
+  if (!request) return WEFT_OK;
+  weft_status_t st = guarded(__func__, [&] {
+    weft_request* r = lookup_request(request, "request");
+    try {
+      wait_request(r);
+    } catch (...) {
+      unregister_request(request);
+      throw;
+    }
+    unregister_request(request);
+  });
+  return st;
+}
+
+}  // extern "C"

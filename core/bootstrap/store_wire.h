@@ -1,0 +1,89 @@
+// Framing shared by the store server and client (see store.h for the protocol overview).
+//
+// Handshake, client -> server: "WEFTSTOR", u32 kProtocolVersion, u32 secret length
+// (<= kMaxSecret), secret bytes. Server -> client: u32 HandshakeStatus.
+//
+// Requests (client -> server): u32 frame length, then the frame:
+//   SET   u8 op, u32 key length, key, u32 value length, value
+//   GET   u8 op, u64 timeout in ms, u32 key length, key
+//   ADD   u8 op, u32 key length, key, i64 delta
+//   WAIT  u8 op, u64 timeout in ms, u32 key count, then per key: u32 length, key
+// Replies (server -> client): u32 frame length, then u8 ReplyStatus and
+//   ok:       SET/WAIT nothing; GET u32 value length + value; ADD i64 new value
+//   timeout:  u32 count, then per missing key: u32 length, key
+//   error:    u32 message length, message
+// GET and WAIT carry their timeout so the server answers "timeout" itself and the connection
+// stays in step; the client only gives up on its own when the server falls silent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace weft::bootstrap::wire {
+
+constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'S', 'T', 'O', 'R'};
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxSecret = 1024;
+constexpr size_t kHandshakeHeader = sizeof(kMagic) + 4 + 4;
+
+enum class HandshakeStatus : uint32_t {
+  welcome = 0,
+  secret_refused = 1,
+  version_refused = 2,
+};
+
+enum class Op : uint8_t {
+  set = 1,
+  get = 2,
+  add = 3,
+  wait = 4,
+};
+
+enum class ReplyStatus : uint8_t {
+  ok = 0,
+  timeout = 1,
+  error = 2,
+};
+
+const char* op_name(Op op);
+
+// Little-endian appenders.
+void put_u8(std::string& out, uint8_t v);
+void put_u32(std::string& out, uint32_t v);
+void put_u64(std::string& out, uint64_t v);
+// u32 length, then the bytes.
+void put_bytes(std::string& out, std::string_view bytes);
+
+uint32_t load_u32(const char* p);
+uint64_t load_u64(const char* p);
+
+// Bounds-checked reader over one received frame. Every read checks the remaining length
+// before touching or allocating anything; after the first failure ok() is false and error()
+// says what overran, and later reads fail too.
+class Reader {
+ public:
+  Reader(const char* data, size_t size) : p_(data), left_(size) {}
+
+  bool u8(uint8_t& v);
+  bool u32(uint32_t& v);
+  bool u64(uint64_t& v);
+  // u32 length (<= max_len, else fails naming `what`), then that many bytes.
+  bool bytes(std::string& out, uint32_t max_len, const char* what);
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  size_t remaining() const { return left_; }
+
+ private:
+  bool need(size_t n, const char* what);
+  const char* p_;
+  size_t left_;
+  std::string error_;
+};
+
+// Compares in time that depends only on the lengths, not on where the bytes differ.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace weft::bootstrap::wire

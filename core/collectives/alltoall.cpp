@@ -1,0 +1,59 @@
+// alltoall(v): pairwise exchange, n-1 rounds, round s pairs rank with rank+s and rank-s so no
+// rank receives from two peers at once.
+#include <algorithm>
+#include <cstring>
+
+#include "core/collectives/arg_check.h"
+#include "core/collectives/blocks.h"
+#include "core/collectives/collectives.h"
+#include "core/collectives/reducer.h"
+
+namespace weft::coll {
+namespace {
+
+void pairwise(Channel& ch, const void* send, const Blocks& sb, void* recv, const Blocks& rb, size_t elem) {
+  const int n = ch.size(), rank = ch.rank();
+  const size_t me = static_cast<size_t>(rank);
+  if (sb.length[me]) std::memcpy(at(recv, rb.offset[me], elem), at(send, sb.offset[me], elem), sb.length[me] * elem);
+  for (int s = 1; s < n; ++s) {
+    size_t to = static_cast<size_t>((rank + s) % n), from = static_cast<size_t>((rank - s + n) % n);
+    ch.sendrecv(static_cast<int>(to), at(send, sb.offset[to], elem), sb.length[to] * elem, static_cast<int>(from),
+                at(recv, rb.offset[from], elem), rb.length[from] * elem, static_cast<uint32_t>(s));
+  }
+}
+
+// In place, the input is copied aside first: the exchange overwrites blocks still to be sent.
+const void* input_for(Comm& comm, const void* send, const void* recv, const Blocks& sb, size_t elem) {
+  if (send != recv) return send;
+  size_t extent = 0;
+  for (size_t i = 0; i < sb.offset.size(); ++i) extent = std::max(extent, sb.offset[i] + sb.length[i]);
+  void* copy = comm.scratch().get(0, extent * elem);
+  if (extent) std::memcpy(copy, send, extent * elem);
+  return copy;
+}
+
+}  // namespace
+
+void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtype) {
+  Channel ch(comm, "alltoall", "pairwise");
+  check_signature(ch, {"alltoall", static_cast<int>(dtype), -1, -1, count});
+  if (count == 0) return;
+  const size_t elem = dtype_size(dtype);
+  Blocks blocks = Blocks::uniform(count, comm.size());
+  pairwise(ch, input_for(comm, send, recv, blocks, elem), blocks, recv, blocks, elem);
+}
+
+void alltoallv(Comm& comm, const void* send, const std::vector<size_t>& sendcounts,
+               const std::vector<size_t>& sdispls, void* recv, const std::vector<size_t>& recvcounts,
+               const std::vector<size_t>& rdispls, DType dtype) {
+  Channel ch(comm, "alltoallv", "pairwise");
+  CallSignature sig{"alltoallv", static_cast<int>(dtype), -1, -1, kNotCompared};
+  sig.send_counts = &sendcounts;
+  sig.recv_counts = &recvcounts;
+  check_signature(ch, sig);
+  const size_t elem = dtype_size(dtype);
+  Blocks sb = Blocks::from(sendcounts, sdispls), rb = Blocks::from(recvcounts, rdispls);
+  pairwise(ch, input_for(comm, send, recv, sb, elem), sb, recv, rb, elem);
+}
+
+}  // namespace weft::coll

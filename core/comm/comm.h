@@ -1,0 +1,77 @@
+// A communicator: an ordered group of world ranks with its own message space (id), its
+// settings, the sequence number that tags each collective, the abort flag, and the queue that
+// runs asynchronous collectives in issue order.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/comm/config.h"
+#include "core/comm/executor.h"
+#include "core/comm/scratch.h"
+#include "core/comm/world.h"
+#include "core/common/status.h"
+
+namespace weft {
+
+class Comm : public std::enable_shared_from_this<Comm> {
+ public:
+  // members[i] = world rank of this communicator's rank i; `id` must be reserved in the world.
+  Comm(std::shared_ptr<World> world, std::vector<int> members, int my_rank, uint32_t id, CommConfig config);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  uint32_t id() const { return id_; }
+  int world_rank_of(int r) const { return members_[static_cast<size_t>(r)]; }
+  const std::vector<int>& members() const { return members_; }
+  const CommConfig& config() const { return config_; }
+  World& world() { return *world_; }
+  const std::shared_ptr<World>& world_ptr() const { return world_; }
+  Scratch& scratch() { return scratch_; }
+  Executor& executor() { return executor_; }
+
+  // Sequence number for the next collective; every rank draws them in the same order.
+  uint32_t next_sequence() { return seq_++; }
+
+  // Abort: any thread. Pending and later operations fail with Status::aborted.
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  // After a timeout, a dead peer or an abort the message stream is out of step: the
+  // communicator refuses further work with the first error (NCCL does the same).
+  void mark_broken(const Error& e);
+  // Throws the stored error if broken (or aborted).
+  void throw_if_unusable() const;
+
+  // "comm 'name' rank 2/4" for messages.
+  std::string describe() const;
+
+ private:
+  std::shared_ptr<World> world_;
+  std::vector<int> members_;
+  int rank_;
+  uint32_t id_;
+  CommConfig config_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  uint32_t seq_ = 0;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex broken_mutex_;
+  std::atomic<bool> broken_{false};
+  Status broken_status_ = Status::ok;
+  std::string broken_message_;
+  Scratch scratch_;
+  Executor executor_;
+};
+
+}  // namespace weft

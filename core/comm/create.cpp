@@ -1,0 +1,74 @@
+#include "core/comm/create.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/collectives/collectives.h"
+#include "core/comm/channel.h"
+#include "core/common/log.h"
+
+namespace weft {
+
+std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig config) {
+  if (setup.size > kMaxRanks) fail(Status::unsupported, "%d ranks requested; weft supports up to %d", setup.size, kMaxRanks);
+  std::shared_ptr<World> world = World::create(setup);
+  if (!world->try_reserve_comm_id(0)) fail(Status::internal, "a fresh world already had communicator id 0");
+  std::vector<int> members(static_cast<size_t>(setup.size));
+  for (int r = 0; r < setup.size; ++r) members[static_cast<size_t>(r)] = r;
+  return std::make_shared<Comm>(std::move(world), std::move(members), setup.rank, 0u, std::move(config));
+}
+
+namespace {
+
+// Agree on an id free in every participating process (two rounds per attempt: propose the
+// largest lowest-free id, then confirm everyone could reserve it).
+uint32_t agree_on_id(Comm& parent, bool participates) {
+  uint32_t hint = 1;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int64_t proposal = parent.world().lowest_free_comm_id(hint);
+    coll::allreduce(parent, &proposal, &proposal, 1, DType::i64, ReduceOp::max);
+    if (proposal > static_cast<int64_t>(kMaxCommId)) {
+      fail(Status::unsupported, "communicator ids exhausted: more than %u communicators alive at once in one world",
+           kMaxCommId);
+    }
+    uint32_t id = static_cast<uint32_t>(proposal);
+    bool reserved = !participates || parent.world().try_reserve_comm_id(id);
+    int64_t conflict = reserved ? 0 : 1;
+    coll::allreduce(parent, &conflict, &conflict, 1, DType::i64, ReduceOp::max);
+    if (conflict == 0) return id;
+    if (participates && reserved) parent.world().release_comm_id(id);
+    hint = id + 1;
+  }
+  fail(Status::internal, "could not agree on a communicator id after 1000 attempts");
+}
+
+}  // namespace
+
+std::shared_ptr<Comm> split_comm(Comm& parent, int color, int key, CommConfig config) {
+  const int n = parent.size();
+  int32_t mine[2] = {color < 0 ? -1 : color, key};
+  std::vector<int32_t> all(static_cast<size_t>(2 * n));
+  coll::allgather(parent, mine, all.data(), 2, DType::i32);
+
+  const bool participates = color >= 0;
+  uint32_t id = agree_on_id(parent, participates);
+  if (!participates) return nullptr;
+
+  std::vector<int> order;
+  for (int r = 0; r < n; ++r) {
+    if (all[static_cast<size_t>(2 * r)] == color) order.push_back(r);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return all[static_cast<size_t>(2 * a + 1)] < all[static_cast<size_t>(2 * b + 1)];
+  });
+  std::vector<int> members;
+  int my_rank = -1;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] == parent.rank()) my_rank = static_cast<int>(i);
+    members.push_back(parent.world_rank_of(order[i]));
+  }
+  log(LogLevel::info, "%s split: color %d -> %zu ranks, id %u", parent.describe().c_str(), color, members.size(), id);
+  return std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config));
+}
+
+}  // namespace weft

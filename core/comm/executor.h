@@ -1,0 +1,67 @@
+// Runs a communicator's collectives one at a time, in issue order. Blocking calls run on the
+// caller's thread when nothing is queued (no thread hop on the fast path); asynchronous calls
+// go to a worker thread that starts on first use.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/common/status.h"
+
+namespace weft {
+
+class Task {
+ public:
+  explicit Task(std::function<void()> work) : work_(std::move(work)) {}
+  // Runs the work once, recording its outcome; never throws.
+  void run() noexcept;
+  // Blocks until run() has finished.
+  void wait();
+  bool done() const;
+  // Throws the recorded error, if any (call after done()).
+  void rethrow() const;
+  // Fails the task without running it (executor shut down or communicator aborted).
+  void cancel(const Error& e) noexcept;
+
+ private:
+  std::function<void()> work_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_ = Status::ok;
+  std::string message_;
+};
+
+class Executor {
+ public:
+  Executor() = default;
+  ~Executor() { shutdown(); }
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs work after everything queued before it; throws its error.
+  void run_blocking(std::function<void()> work);
+  // Queues work; the returned task completes when it has run.
+  std::shared_ptr<Task> submit(std::function<void()> work);
+  // Wakes the worker (used by abort: queued tasks then see the abort flag when they run).
+  void wake();
+  // Lets queued work finish, then stops the worker thread. Idempotent.
+  void shutdown();
+
+ private:
+  void worker_loop();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool busy_ = false;  // a task (queued or inline) is running
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace weft

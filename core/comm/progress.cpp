@@ -1,0 +1,144 @@
+#include "core/comm/progress.h"
+
+#include <sched.h>
+
+#include <string>
+
+#include "core/comm/comm.h"
+#include "core/comm/deadline.h"
+#include "core/common/log.h"
+
+namespace weft {
+namespace {
+
+using transport::Op;
+
+// Backoff after this many empty progress calls: spin, then yield the core, then sleep in
+// growing steps (capped so a wake-up costs at most ~0.2 ms).
+constexpr int kSpinRounds = 64;
+constexpr int kYieldRounds = 256;
+constexpr int kMaxSleepUs = 200;
+
+std::string subject_text(const Comm& comm, const WaitSubject& s) {
+  if (s.algorithm && *s.algorithm) {
+    return format("%s (%s) #%u on %s", s.operation, s.algorithm, s.sequence, comm.describe().c_str());
+  }
+  return format("%s on %s", s.operation, comm.describe().c_str());
+}
+
+int comm_rank_of_world(const Comm& comm, int world_rank) {
+  const auto& m = comm.members();
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m[i] == world_rank) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string pending_peers(const Comm& comm, const std::vector<Op*>& ops) {
+  std::string out;
+  for (const Op* op : ops) {
+    if (op->finished()) continue;
+    std::string item = format("%d (%s)", comm_rank_of_world(comm, op->peer), op->is_recv ? "receive" : "send");
+    if (out.find(item) != std::string::npos) continue;
+    out += out.empty() ? "" : ", ";
+    out += item;
+  }
+  return out;
+}
+
+// Cancel receives, give everything a bounded chance to finish, and park what is still pending.
+void abandon(Comm& comm, const std::vector<Op*>& ops) {
+  transport::Transport& t = comm.world().transport();
+  for (Op* op : ops) {
+    if (!op->finished()) t.cancel(*op);
+  }
+  Deadline grace(std::chrono::milliseconds(500));
+  for (;;) {
+    bool all = true;
+    for (Op* op : ops) all = all && op->finished();
+    if (all || grace.expired()) break;
+    if (!t.progress()) sched_yield();
+  }
+}
+
+[[noreturn]] void fail_wait(Comm& comm, const std::vector<Op*>& ops, Status status, const std::string& message,
+                            bool breaks_comm) {
+  abandon(comm, ops);
+  Error e(status, message);
+  if (breaks_comm) comm.mark_broken(e);
+  throw e;
+}
+
+}  // namespace
+
+void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subject) {
+  transport::Transport& t = comm.world().transport();
+  Deadline deadline(comm.config().timeout);
+  int idle = 0;
+  for (;;) {
+    bool all_done = true;
+    for (Op* op : ops) {
+      Op::State s = op->state.load(std::memory_order_acquire);
+      if (s == Op::State::pending) {
+        all_done = false;
+        continue;
+      }
+      if (s == Op::State::failed) {
+        int peer = comm_rank_of_world(comm, op->peer);
+        if (op->error.find("truncated") != std::string::npos) {
+          fail_wait(comm, ops, Status::mismatch,
+                    format("%s: rank %d sent more than the %zu bytes expected", subject_text(comm, subject).c_str(),
+                           peer, op->bytes),
+                    true);
+        }
+        fail_wait(comm, ops, Status::remote,
+                  format("%s: %s with rank %d (%s) failed: %s", subject_text(comm, subject).c_str(),
+                         op->is_recv ? "receive" : "send", peer, comm.world().describe_rank(op->peer).c_str(),
+                         op->error.c_str()),
+                  true);
+      }
+      if (op->is_recv && op->received != op->bytes) {
+        fail_wait(comm, ops, Status::mismatch,
+                  format("%s: rank %d sent %zu bytes but %zu were expected", subject_text(comm, subject).c_str(),
+                         comm_rank_of_world(comm, op->peer), op->received, op->bytes),
+                  true);
+      }
+    }
+    if (all_done) return;
+
+    if (t.progress()) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (idle < kSpinRounds) continue;
+
+    // Nothing moved: the slow checks, then back off.
+    if (comm.aborted()) {
+      fail_wait(comm, ops, Status::aborted,
+                format("%s: aborted by weft_comm_abort", subject_text(comm, subject).c_str()), true);
+    }
+    for (Op* op : ops) {
+      if (!op->finished() && comm.world().peer_dead(op->peer)) {
+        fail_wait(comm, ops, Status::remote,
+                  format("%s: rank %d (%s) died or lost its connection", subject_text(comm, subject).c_str(),
+                         comm_rank_of_world(comm, op->peer), comm.world().describe_rank(op->peer).c_str()),
+                  true);
+      }
+    }
+    if (deadline.expired()) {
+      fail_wait(comm, ops, Status::timeout,
+                format("%s: timed out after %lld ms; not heard from rank(s) %s", subject_text(comm, subject).c_str(),
+                       static_cast<long long>(deadline.budget().count()), pending_peers(comm, ops).c_str()),
+                true);
+    }
+    if (idle < kSpinRounds + kYieldRounds) {
+      sched_yield();
+    } else {
+      int step = idle - kSpinRounds - kYieldRounds;
+      t.wait_for_activity(step < 8 ? (1 << step) : kMaxSleepUs);
+    }
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,79 @@
+// Everything a tree of communicators shares: the transport (one UCX worker), the rank records
+// of all world ranks, the store server when this process hosts it, the set of communicator ids
+// in use in this process, and peer liveness. A root communicator (init / init_from_env) makes
+// one; split and dup share their parent's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap/rank_record.h"
+#include "core/bootstrap/store.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+struct WorldSetup {
+  std::string store_host;
+  uint16_t store_port = 0;
+  std::string secret;
+  int rank = -1;
+  int size = -1;
+  // Set when this process runs the store for the job (kept alive as long as the world).
+  std::shared_ptr<bootstrap::StoreServer> store_server;
+  std::chrono::milliseconds timeout{300000};
+  std::string name;
+};
+
+class World {
+ public:
+  // Collective over all ranks: exchange rank records through the store, check versions,
+  // connect the transport. Throws weft::Error.
+  static std::shared_ptr<World> create(const WorldSetup& setup);
+  ~World();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  transport::Transport& transport() { return *transport_; }
+  const bootstrap::RankRecord& record(int world_rank) const { return records_[world_rank]; }
+
+  // True when world rank r is known to be gone: its transport endpoint failed, or it ran on
+  // this host and its process no longer exists. The process check runs at most every 100 ms.
+  bool peer_dead(int world_rank);
+  // "rank 3 (pid 1234 on host-a)" for error messages.
+  std::string describe_rank(int world_rank) const;
+
+  // Communicator ids: unique among the live communicators of this process and world.
+  bool try_reserve_comm_id(uint32_t id);
+  void release_comm_id(uint32_t id);
+  uint32_t lowest_free_comm_id(uint32_t at_least);
+
+  // Keeps an operation that a failed wait could not finish (a send UCX still holds) alive
+  // until the transport is shut down, so its completion never writes to freed memory.
+  void bury(std::unique_ptr<transport::Op> op);
+
+ private:
+  World() = default;
+  int rank_ = -1;
+  int size_ = 0;
+  // Declared before transport_ so it is destroyed after it: closing the transport completes
+  // the buried operations.
+  std::mutex graveyard_mutex_;
+  std::vector<std::unique_ptr<transport::Op>> graveyard_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::shared_ptr<bootstrap::StoreServer> store_server_;
+  std::vector<bootstrap::RankRecord> records_;
+  std::vector<bool> same_host_;
+  std::mutex ids_mutex_;
+  std::set<uint32_t> ids_in_use_;
+  std::mutex liveness_mutex_;
+  std::vector<bool> known_dead_;
+  std::chrono::steady_clock::time_point last_pid_check_{};
+};
+
+}  // namespace weft

@@ -1,0 +1,50 @@
+// UCX engine: one UCP context and worker per world (a communicator created by init and all
+// communicators split or dup'ed from it share it), endpoints to every world rank, tagged
+// send/recv. UCX picks shared memory, CMA, TCP or InfiniBand per peer.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace weft::transport {
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport();
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport&) = delete;
+  UcxTransport& operator=(const UcxTransport&) = delete;
+
+  std::string local_address() override;
+  void connect(const std::vector<std::string>& addresses, int self_index) override;
+  void send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) override;
+  void recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) override;
+  void cancel(Op& op) override;
+  bool progress() override;
+  void wait_for_activity(int max_us) override;
+  bool peer_failed(int peer) const override;
+  std::string describe() const override;
+
+ private:
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void close_endpoints();
+
+  // UCX is created in serialized mode: this mutex makes every worker call single-threaded, so
+  // per-communicator executor threads and user threads can share one worker.
+  mutable std::mutex mutex_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> endpoints_;
+  std::unordered_map<ucp_ep_h, int> peer_of_ep_;
+  std::unique_ptr<std::atomic<bool>[]> peer_failed_;
+  int npeers_ = 0;
+};
+
+}  // namespace weft::transport
