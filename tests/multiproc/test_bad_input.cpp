@@ -28,6 +28,8 @@ void run_table(const std::vector<BadCall>& table) {
     SCOPED_TRACE(b.name);
     weft_status_t s = b.call();
     const std::string err = mpt::last_error();
+    if (std::getenv("WEFT_TEST_VERBOSE"))
+      mpt::logf("%s -> %s: %s", b.name.c_str(), mpt::status_name(s), s == WEFT_OK ? "" : err.c_str());
     bool status_ok = false;
     for (weft_status_t e : b.expected) status_ok |= s == e;
     std::string want;

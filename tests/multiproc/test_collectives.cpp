@@ -115,6 +115,13 @@ class Check {
   std::string expected_, got_, rule_;
 };
 
+// WEFT_TEST_INJECT=1: corrupt one byte of every result before it is checked, to prove that
+// the checks fail (every case with a non-empty result must then FAIL).
+void inject(void* out, size_t bytes) {
+  static const bool on = std::getenv("WEFT_TEST_INJECT") && std::string(std::getenv("WEFT_TEST_INJECT")) == "1";
+  if (on && out && bytes) static_cast<unsigned char*>(out)[bytes / 2] ^= 0x5a;
+}
+
 Compare compare_of(const Case& c) { return c.input == Input::random ? Compare::tolerance : Compare::exact; }
 
 // Issues nothing itself: completes an async request (weft_wait, or weft_test polling) and frees
@@ -209,6 +216,7 @@ void run_allreduce(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allreduce(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), comm_for(ctx, c), nullptr,
                                  c.async ? &req : nullptr), "weft_allreduce");
   complete(ctx, c, req, "weft_allreduce");
+  inject(recv.data(), cnt * E);
   {
     Check chk(ctx, c, "recvbuf");
     std::vector<uint64_t> scratch(static_cast<size_t>(n));
@@ -230,6 +238,7 @@ void run_broadcast(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_broadcast(use_null(c, cnt) ? nullptr : buf.data(), cnt, c.dt, root, comm_for(ctx, c), nullptr,
                                  c.async ? &req : nullptr), "weft_broadcast");
   complete(ctx, c, req, "weft_broadcast");
+  inject(buf.data(), cnt * E);
   {
     Check chk(ctx, c, me == root ? "buf (root: must not change)" : "buf");
     for (size_t i = 0; i < cnt; ++i) chk.bits(i, load_bits(c.dt, buf.data(), i), src(root, i));
@@ -257,6 +266,7 @@ void run_reduce(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_reduce(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), root, comm_for(ctx, c), nullptr,
                               c.async ? &req : nullptr), "weft_reduce");
   complete(ctx, c, req, "weft_reduce");
+  if (me == root) inject(recv.data(), cnt * E);
   if (me == root) {
     Check chk(ctx, c, "recvbuf (root)");
     std::vector<uint64_t> scratch(static_cast<size_t>(n));
@@ -289,6 +299,7 @@ void run_allgather(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allgather(sp, rp, cnt, c.dt, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_allgather");
   complete(ctx, c, req, "weft_allgather");
+  inject(recv.data(), static_cast<size_t>(n) * cnt * E);
   {
     Check chk(ctx, c, "recvbuf");
     for (int r = 0; r < n; ++r)
@@ -345,6 +356,7 @@ void run_allgatherv(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allgatherv(sp, mycount, recv.data(), counts.data(), displs.data(), c.dt, comm_for(ctx, c),
                                   nullptr, c.async ? &req : nullptr), "weft_allgatherv");
   complete(ctx, c, req, "weft_allgatherv");
+  inject(recv.data(), total * E);
   {
     Check chk(ctx, c, "recvbuf blocks");
     for (int r = 0; r < n; ++r)
@@ -382,6 +394,7 @@ void run_reduce_scatter(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_reduce_scatter(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), comm_for(ctx, c), nullptr,
                                       c.async ? &req : nullptr), "weft_reduce_scatter");
   complete(ctx, c, req, "weft_reduce_scatter");
+  inject(c.inplace ? send.data() + static_cast<size_t>(me) * cnt * E : recv.data(), cnt * E);
   {
     const unsigned char* out = c.inplace ? send.data() + static_cast<size_t>(me) * cnt * E : recv.data();
     Check chk(ctx, c, c.inplace ? "sendbuf block of this rank (in-place result)" : "recvbuf");
@@ -409,6 +422,7 @@ void run_alltoall(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_alltoall(sp, rp, cnt, c.dt, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_alltoall");
   complete(ctx, c, req, "weft_alltoall");
+  inject(c.inplace ? send.data() : recv.data(), all * E);
   {
     const unsigned char* out = c.inplace ? send.data() : recv.data();
     Check chk(ctx, c, c.inplace ? "buf (in-place result)" : "recvbuf");
@@ -475,6 +489,7 @@ void run_alltoallv(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_alltoallv(sp, scounts.data(), sdispls.data(), recv.data(), rcounts.data(), rdispls.data(), c.dt,
                                  comm_for(ctx, c), nullptr, c.async ? &req : nullptr), "weft_alltoallv");
   complete(ctx, c, req, "weft_alltoallv");
+  inject(recv.data(), rpos * E);
   std::vector<char> covered(rpos, 0);
   {
     Check chk(ctx, c, "recvbuf blocks");
@@ -520,6 +535,7 @@ void run_gather(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_gather(sp, rp, cnt, c.dt, root, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_gather");
   complete(ctx, c, req, "weft_gather");
+  if (me == root) inject(recv.data(), all * E);
   if (me == root) {
     Check chk(ctx, c, "recvbuf (root)");
     for (int r = 0; r < n; ++r)
@@ -551,6 +567,7 @@ void run_scatter(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_scatter(sp, rp, cnt, c.dt, root, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_scatter");
   complete(ctx, c, req, "weft_scatter");
+  inject((c.inplace && me == root) ? send.data() + static_cast<size_t>(root) * cnt * E : recv.data(), cnt * E);
   {
     const unsigned char* out = (c.inplace && me == root) ? send.data() + static_cast<size_t>(root) * cnt * E : recv.data();
     Check chk(ctx, c, "recvbuf");
@@ -600,6 +617,7 @@ void run_sendrecv(Ctx& ctx, const Case& c) {
     call_ok(ctx, c, weft_recv(rp, cnt, c.dt, from, comm, nullptr, nullptr), "weft_recv");
     call_ok(ctx, c, weft_send(sp, cnt, c.dt, to, comm, nullptr, nullptr), "weft_send");
   }
+  inject(recv.data(), cnt * E);
   {
     Check chk(ctx, c, "recv buf");
     for (size_t i = 0; i < cnt; ++i) chk.bits(i, load_bits(c.dt, recv.data(), i), src(from, i));

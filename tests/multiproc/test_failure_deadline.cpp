@@ -76,7 +76,8 @@ void scenario(const World& w, const char* name, weft_comm_t c, int mode) {
 }  // namespace
 
 int main() {
-  World w = init_world();
+  // World deadline 30 s: a sub-communicator that wrongly inherits it fails in 30 s, not 120.
+  World w = init_world(30000);
   if (w.size < 2) {
     logf("deadline: needs at least 2 ranks; nothing to do");
     return 0;
@@ -85,7 +86,8 @@ int main() {
   MPT_OK(weft_barrier(w.comm, nullptr, nullptr));  // the world is unaffected
   scenario(w, "async-wait", make_comm(w, 2000), 1);
   MPT_OK(weft_barrier(w.comm, nullptr, nullptr));
-  // timeout_ms = 0: the deadline comes from WEFT_TIMEOUT (seconds), read at creation.
+  // timeout_ms = 0: weft.h says the deadline then comes from WEFT_TIMEOUT (seconds) or 300 s,
+  // here for a split with a config (only a NULL config means "inherit the parent's").
   setenv("WEFT_TIMEOUT", "2", 1);
   weft_comm_t c = make_comm(w, 0);
   unsetenv("WEFT_TIMEOUT");

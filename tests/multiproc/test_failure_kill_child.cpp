@@ -3,6 +3,9 @@
 // Joins with weft_comm_init, then runs allreduces until one fails, printing progress. Exit
 // codes: 3 = WEFT_ERR_REMOTE, 4 = WEFT_ERR_TIMEOUT, 5 = another error status, 6 = wrong data,
 // 1 = could not start, 0 = never saw an error (the loop ran out).
+// After an error a survivor stays alive for timeout_ms + 2 s before it destroys its
+// communicator and exits, so that no survivor sees another survivor leave and blames it: every
+// survivor must learn about the killed rank itself (or time out).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
       const std::string err = last_error();
       logf("ERROR iter %ld status=%s message: %s", iter, status_name(s), err.c_str());
       const int code = s == WEFT_ERR_REMOTE ? 3 : s == WEFT_ERR_TIMEOUT ? 4 : 5;
+      sleep_ms(static_cast<int>(cfg.timeout_ms) + 2000);
       logf("destroying the communicator");
       weft_status_t sd = weft_comm_destroy(comm);
       logf("destroyed (%s); exit %d", status_name(sd), code);
