@@ -38,7 +38,10 @@ class Transport {
   // This process's address for peers to connect to (exchanged through the store).
   virtual std::string local_address() = 0;
   // Connects to every peer; addresses[i] belongs to peer i, self_index is ours. Called once.
-  virtual void connect(const std::vector<std::string>& addresses, int self_index) = 0;
+  // same_host[i]: peer i shares this machine (kernel and PID namespace), so its death is
+  // detected by the caller's process check and the engine may use host-local paths for it.
+  virtual void connect(const std::vector<std::string>& addresses, int self_index,
+                       const std::vector<bool>& same_host) = 0;
 
   // Start an operation; it completes during a later progress() (or at once).
   virtual void send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) = 0;

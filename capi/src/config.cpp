@@ -52,6 +52,7 @@ CommConfig resolve_config(const weft_comm_config_t* config, const CommConfig* in
     out.check_collectives = debug_check_from_env();
   }
   out.algorithms = algorithms_from_env();
+  shm_settings_from_env(out);
   if (!config) return out;
   weft_comm_config_t c = read_versioned(config);
   if (c.timeout_ms < 0) fail(Status::invalid_argument, "config->timeout_ms = %lld; expected >= 0 (0 = default)", static_cast<long long>(c.timeout_ms));

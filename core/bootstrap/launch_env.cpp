@@ -105,6 +105,12 @@ LaunchEnv read_launch_env(const std::function<const char*(const char*)>& getenv_
          "or Slurm (SLURM_PROCID, SLURM_NTASKS)");
   }
   out.source = found->source;
+  for (auto [missing, present] : {std::pair{found->size_var, found->rank_var}, std::pair{found->rank_var, found->size_var}}) {
+    if (!env(missing)) {
+      fail(Status::invalid_argument, "%s is not set but %s is: a %s launch must set both", missing, present,
+           found->source);
+    }
+  }
   out.world_size = require_int(env, found->size_var, 1, std::numeric_limits<int>::max(),
                                "a world size: an integer >= 1");
   std::string rank_expect = format("a rank: an integer in 0..%d (%s=%d)", out.world_size - 1, found->size_var,

@@ -87,6 +87,18 @@ struct StoreServer::Impl {
   Clock::time_point accept_paused_until{};
 
   void run();
+  void loop();
+  // Runs fn for connection c; an exception (out of memory for a large value, say) drops that
+  // connection, never the server thread.
+  template <typename Fn>
+  void guarded(Conn& c, Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      log(LogLevel::warn, "store %s: dropping connection from %s: %s", where.c_str(), c.peer.c_str(), e.what());
+      close_conn(c);
+    }
+  }
   void accept_all();
   void on_readable(Conn& c);
   void on_writable(Conn& c);
@@ -165,9 +177,8 @@ StoreServer::~StoreServer() {
   char byte = 1;
   ssize_t n = ::write(s.wake_write.get(), &byte, 1);
   (void)n;  // a full pipe already wakes the thread
+  // The thread closes every client socket as it exits: waiting clients see EOF at once.
   if (s.thread.joinable()) s.thread.join();
-  // Conn destructors close every client socket: waiting clients see EOF at once.
-  s.conns.clear();
   log(LogLevel::info, "store: %s shut down", s.where.c_str());
 }
 
@@ -176,6 +187,17 @@ uint16_t StoreServer::port() const { return impl_->port; }
 uint64_t StoreServer::rejected_connections() const { return impl_->rejected.load(); }
 
 void StoreServer::Impl::run() {
+  try {
+    loop();
+  } catch (const std::exception& e) {
+    log(LogLevel::warn, "store %s: server thread failed (%s); closing every connection", where.c_str(), e.what());
+  }
+  // Waiting clients see the connection close at once instead of running into their deadlines.
+  conns.clear();
+  listen_fd.reset();
+}
+
+void StoreServer::Impl::loop() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   while (!stop.load()) {
@@ -216,25 +238,29 @@ void StoreServer::Impl::run() {
       auto it = conns.find(ids[i]);
       if (it == conns.end()) continue;
       Conn& c = it->second;
-      if (re & POLLOUT) on_writable(c);
-      if (c.closed) continue;
-      bool reading = !c.parked && !c.close_after_flush;
-      if (reading && (re & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))) {
-        on_readable(c);
-      } else if (!reading && (re & (POLLHUP | POLLERR | POLLRDHUP))) {
-        // Parked or closing, and the peer hung up: it will never read the answer.
-        if (c.parked) {
-          log(LogLevel::trace, "store %s: %s hung up while waiting", where.c_str(), c.peer.c_str());
+      guarded(c, [&] {
+        if (re & POLLOUT) on_writable(c);
+        if (c.closed) return;
+        bool reading = !c.parked && !c.close_after_flush;
+        if (reading && (re & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))) {
+          on_readable(c);
+        } else if (!reading && (re & (POLLHUP | POLLERR | POLLRDHUP))) {
+          // Parked or closing, and the peer hung up: it will never read the answer.
+          if (c.parked) {
+            log(LogLevel::trace, "store %s: %s hung up while waiting", where.c_str(), c.peer.c_str());
+          }
+          close_conn(c);
         }
-        close_conn(c);
-      }
+      });
     }
     expire_deadlines(Clock::now());
     while (!runnable.empty()) {
       uint64_t id = runnable.front();
       runnable.pop_front();
       auto it = conns.find(id);
-      if (it != conns.end() && !it->second.closed && !it->second.parked) process_input(it->second);
+      if (it != conns.end() && !it->second.closed && !it->second.parked) {
+        guarded(it->second, [&] { process_input(it->second); });
+      }
     }
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second.closed) {
@@ -638,13 +664,15 @@ void StoreServer::Impl::reply_timeout(Conn& c) {
 void StoreServer::Impl::expire_deadlines(Clock::time_point now) {
   for (auto& [id, c] : conns) {
     if (c.closed) continue;
-    if (!c.authenticated && now >= c.handshake_deadline) {
-      reject(c, format("sent no complete handshake within %lld s",
-                       static_cast<long long>(kHandshakeTimeout.count())));
-    } else if (c.parked && now >= c.parked_deadline) {
-      reply_timeout(c);
-      runnable.push_back(c.id);
-    }
+    guarded(c, [&] {
+      if (!c.authenticated && now >= c.handshake_deadline) {
+        reject(c, format("sent no complete handshake within %lld s",
+                         static_cast<long long>(kHandshakeTimeout.count())));
+      } else if (c.parked && now >= c.parked_deadline) {
+        reply_timeout(c);
+        runnable.push_back(c.id);
+      }
+    });
   }
 }
 

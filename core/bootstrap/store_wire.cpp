@@ -4,16 +4,6 @@
 
 namespace weft::bootstrap::wire {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::set: return "SET";
-    case Op::get: return "GET";
-    case Op::add: return "ADD";
-    case Op::wait: return "WAIT";
-  }
-  return "UNKNOWN";
-}
-
 void put_u8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
 
 void put_u32(std::string& out, uint32_t v) {

@@ -47,8 +47,6 @@ enum class ReplyStatus : uint8_t {
   error = 2,
 };
 
-const char* op_name(Op op);
-
 // Little-endian appenders.
 void put_u8(std::string& out, uint8_t v);
 void put_u32(std::string& out, uint32_t v);

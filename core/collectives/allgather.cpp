@@ -6,6 +6,7 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/ring.h"
 #include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 
 namespace weft::coll {
 namespace {
@@ -36,6 +37,11 @@ void allgather(Comm& comm, const void* send, void* recv, size_t count, DType dty
   const size_t elem = dtype_size(dtype), block = count * elem;
   char* own = static_cast<char*>(recv) + block * static_cast<size_t>(comm.rank());
   AllgatherAlgo algo = choose_allgather(comm, block * static_cast<size_t>(comm.size()));
+  if (algo == AllgatherAlgo::shm) {
+    ch.set_algorithm("shm");
+    if (shm_allgather(ch, send, recv, block)) return;
+    algo = choose_allgather(comm, block * static_cast<size_t>(comm.size()), false);
+  }
   ch.set_algorithm(algo_name(algo));
   if (algo == AllgatherAlgo::bruck && comm.size() > 1) {
     bruck(ch, send, recv, block);

@@ -10,6 +10,7 @@
 #include "core/collectives/fold.h"
 #include "core/collectives/ring.h"
 #include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 #include "core/collectives/widen.h"
 
 namespace weft::coll {
@@ -101,6 +102,11 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
 
 void allreduce_native(Channel& ch, const void* send, void* recv, size_t count, const Reducer& red) {
   AllreduceAlgo algo = choose_allreduce(ch.comm(), red.bytes(count), count);
+  if (algo == AllreduceAlgo::shm) {
+    ch.set_algorithm("shm");
+    if (shm_allreduce(ch, send, recv, count, red)) return;
+    algo = choose_allreduce(ch.comm(), red.bytes(count), count, false);
+  }
   ch.set_algorithm(algo_name(algo));
   if (ch.size() == 1 || algo != AllreduceAlgo::ring) {
     if (send != recv) std::memcpy(recv, send, red.bytes(count));
@@ -110,7 +116,8 @@ void allreduce_native(Channel& ch, const void* send, void* recv, size_t count, c
     case AllreduceAlgo::ring: ring(ch, send, recv, count, red); break;
     case AllreduceAlgo::rabenseifner: rabenseifner(ch, recv, count, red); break;
     case AllreduceAlgo::recursive_doubling:
-    case AllreduceAlgo::automatic: recursive_doubling(ch, recv, count, red); break;
+    case AllreduceAlgo::automatic:
+    case AllreduceAlgo::shm: recursive_doubling(ch, recv, count, red); break;
   }
 }
 

@@ -7,6 +7,8 @@
 #include "core/collectives/blocks.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/reducer.h"
+#include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 
 namespace weft::coll {
 namespace {
@@ -39,6 +41,13 @@ void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtyp
   check_signature(ch, {"alltoall", static_cast<int>(dtype), -1, -1, count});
   if (count == 0) return;
   const size_t elem = dtype_size(dtype);
+  if (choose_alltoall(comm) == AlltoallAlgo::shm) {
+    ch.set_algorithm("shm");
+    // The shared-memory path reads each input chunk before writing that chunk's outputs, so
+    // it works in place without a copy.
+    if (shm_alltoall(ch, send, recv, count * elem)) return;
+    ch.set_algorithm("pairwise");
+  }
   Blocks blocks = Blocks::uniform(count, comm.size());
   pairwise(ch, input_for(comm, send, recv, blocks, elem), blocks, recv, blocks, elem);
 }

@@ -2,12 +2,19 @@
 // skipped by Channel, so a byte is sent).
 #include "core/collectives/arg_check.h"
 #include "core/collectives/collectives.h"
+#include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 
 namespace weft::coll {
 
 void barrier(Comm& comm) {
   Channel ch(comm, "barrier", "dissemination");
   check_signature(ch, {"barrier", -1, -1, -1, 0});
+  if (choose_barrier(comm) == BarrierAlgo::shm) {
+    ch.set_algorithm("shm");
+    if (shm_barrier(ch)) return;
+    ch.set_algorithm("dissemination");
+  }
   const int n = comm.size(), rank = comm.rank();
   char out = 1, in = 0;
   uint32_t step = 0;

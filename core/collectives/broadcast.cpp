@@ -4,6 +4,7 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/ring.h"
 #include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 
 namespace weft::coll {
 namespace {
@@ -48,6 +49,11 @@ void broadcast(Comm& comm, void* buf, size_t count, DType dtype, int root) {
   if (count == 0 || comm.size() == 1) return;
   const size_t elem = dtype_size(dtype);
   BroadcastAlgo algo = choose_broadcast(comm, count * elem, count);
+  if (algo == BroadcastAlgo::shm) {
+    ch.set_algorithm("shm");
+    if (shm_broadcast(ch, buf, count * elem, root)) return;
+    algo = choose_broadcast(comm, count * elem, count, false);
+  }
   ch.set_algorithm(algo_name(algo));
   if (algo == BroadcastAlgo::scatter_allgather) {
     scatter_allgather(ch, buf, count, elem, root);

@@ -6,6 +6,7 @@
 #include "core/collectives/collectives.h"
 #include "core/collectives/ring.h"
 #include "core/collectives/select.h"
+#include "core/collectives/shm_algorithms.h"
 #include "core/collectives/widen.h"
 
 namespace weft::coll {
@@ -51,6 +52,11 @@ void reduce_native(Channel& ch, const void* send, void* recv, size_t count, cons
   Comm& comm = ch.comm();
   const int rank = ch.rank();
   ReduceAlgo algo = choose_reduce(comm, red.bytes(count), count);
+  if (algo == ReduceAlgo::shm) {
+    ch.set_algorithm("shm");
+    if (shm_reduce(ch, send, recv, count, red, root)) return;
+    algo = choose_reduce(comm, red.bytes(count), count, false);
+  }
   ch.set_algorithm(algo_name(algo));
   if (algo == ReduceAlgo::reduce_scatter_gather && comm.size() > 1) {
     Blocks blocks = Blocks::even(count, comm.size());

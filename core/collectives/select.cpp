@@ -5,38 +5,64 @@ namespace {
 // Below this, latency (number of rounds) dominates; above, bandwidth (bytes per rank).
 constexpr size_t kSmallMessage = 64 * 1024;
 constexpr size_t kTreeLimit = 256 * 1024;
+
+// The forced or automatic choice resolves to shm when the ranks share a host; a forced
+// point-to-point algorithm is kept; `automatic` means "decide by size".
+template <typename Algo>
+Algo forced_or_shm(const Comm& comm, Algo forced, bool allow_shm) {
+  const bool shm_ok = allow_shm && comm.shm_possible();
+  if (forced == Algo::shm) return shm_ok ? Algo::shm : Algo::automatic;
+  if (forced == Algo::automatic && shm_ok) return Algo::shm;
+  return forced;
+}
 }  // namespace
 
-AllreduceAlgo choose_allreduce(const Comm& comm, size_t bytes, size_t count) {
-  AllreduceAlgo forced = comm.config().algorithms.allreduce;
+AllreduceAlgo choose_allreduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm) {
+  AllreduceAlgo forced = forced_or_shm(comm, comm.config().algorithms.allreduce, allow_shm);
   if (forced != AllreduceAlgo::automatic) return forced;
   if (bytes <= kSmallMessage || count < static_cast<size_t>(comm.size())) return AllreduceAlgo::recursive_doubling;
   return AllreduceAlgo::ring;
 }
 
-BroadcastAlgo choose_broadcast(const Comm& comm, size_t bytes, size_t count) {
-  BroadcastAlgo forced = comm.config().algorithms.broadcast;
+BroadcastAlgo choose_broadcast(const Comm& comm, size_t bytes, size_t count, bool allow_shm) {
+  BroadcastAlgo forced = forced_or_shm(comm, comm.config().algorithms.broadcast, allow_shm);
   if (forced != BroadcastAlgo::automatic) return forced;
   if (bytes <= kTreeLimit || count < static_cast<size_t>(comm.size()) || comm.size() <= 2) return BroadcastAlgo::binomial;
   return BroadcastAlgo::scatter_allgather;
 }
 
-ReduceAlgo choose_reduce(const Comm& comm, size_t bytes, size_t count) {
-  ReduceAlgo forced = comm.config().algorithms.reduce;
+ReduceAlgo choose_reduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm) {
+  ReduceAlgo forced = forced_or_shm(comm, comm.config().algorithms.reduce, allow_shm);
   if (forced != ReduceAlgo::automatic) return forced;
   if (bytes <= kTreeLimit || count < static_cast<size_t>(comm.size()) || comm.size() <= 2) return ReduceAlgo::binomial;
   return ReduceAlgo::reduce_scatter_gather;
 }
 
-AllgatherAlgo choose_allgather(const Comm& comm, size_t total_bytes) {
-  AllgatherAlgo forced = comm.config().algorithms.allgather;
+AllgatherAlgo choose_allgather(const Comm& comm, size_t total_bytes, bool allow_shm) {
+  AllgatherAlgo forced = forced_or_shm(comm, comm.config().algorithms.allgather, allow_shm);
   if (forced != AllgatherAlgo::automatic) return forced;
   return total_bytes <= kSmallMessage ? AllgatherAlgo::bruck : AllgatherAlgo::ring;
+}
+
+ReduceScatterAlgo choose_reduce_scatter(const Comm& comm, bool allow_shm) {
+  ReduceScatterAlgo a = forced_or_shm(comm, comm.config().algorithms.reduce_scatter, allow_shm);
+  return a == ReduceScatterAlgo::automatic ? ReduceScatterAlgo::ring : a;
+}
+
+AlltoallAlgo choose_alltoall(const Comm& comm, bool allow_shm) {
+  AlltoallAlgo a = forced_or_shm(comm, comm.config().algorithms.alltoall, allow_shm);
+  return a == AlltoallAlgo::automatic ? AlltoallAlgo::pairwise : a;
+}
+
+BarrierAlgo choose_barrier(const Comm& comm, bool allow_shm) {
+  BarrierAlgo a = forced_or_shm(comm, comm.config().algorithms.barrier, allow_shm);
+  return a == BarrierAlgo::automatic ? BarrierAlgo::dissemination : a;
 }
 
 const char* algo_name(AllreduceAlgo a) {
   switch (a) {
     case AllreduceAlgo::automatic: return "auto";
+    case AllreduceAlgo::shm: return "shm";
     case AllreduceAlgo::recursive_doubling: return "recursive_doubling";
     case AllreduceAlgo::ring: return "ring";
     case AllreduceAlgo::rabenseifner: return "rabenseifner";
@@ -46,6 +72,7 @@ const char* algo_name(AllreduceAlgo a) {
 const char* algo_name(BroadcastAlgo a) {
   switch (a) {
     case BroadcastAlgo::automatic: return "auto";
+    case BroadcastAlgo::shm: return "shm";
     case BroadcastAlgo::binomial: return "binomial";
     case BroadcastAlgo::scatter_allgather: return "scatter_allgather";
   }
@@ -54,6 +81,7 @@ const char* algo_name(BroadcastAlgo a) {
 const char* algo_name(ReduceAlgo a) {
   switch (a) {
     case ReduceAlgo::automatic: return "auto";
+    case ReduceAlgo::shm: return "shm";
     case ReduceAlgo::binomial: return "binomial";
     case ReduceAlgo::reduce_scatter_gather: return "reduce_scatter_gather";
   }
@@ -62,6 +90,7 @@ const char* algo_name(ReduceAlgo a) {
 const char* algo_name(AllgatherAlgo a) {
   switch (a) {
     case AllgatherAlgo::automatic: return "auto";
+    case AllgatherAlgo::shm: return "shm";
     case AllgatherAlgo::ring: return "ring";
     case AllgatherAlgo::bruck: return "bruck";
   }

@@ -9,10 +9,15 @@
 
 namespace weft::coll {
 
-AllreduceAlgo choose_allreduce(const Comm& comm, size_t bytes, size_t count);
-BroadcastAlgo choose_broadcast(const Comm& comm, size_t bytes, size_t count);
-ReduceAlgo choose_reduce(const Comm& comm, size_t bytes, size_t count);
-AllgatherAlgo choose_allgather(const Comm& comm, size_t total_bytes);
+// `shm` is chosen (when forced or automatic) only if comm.shm_possible(); pass
+// allow_shm = false to get the point-to-point choice after the shared-memory path declined.
+AllreduceAlgo choose_allreduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);
+BroadcastAlgo choose_broadcast(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);
+ReduceAlgo choose_reduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);
+AllgatherAlgo choose_allgather(const Comm& comm, size_t total_bytes, bool allow_shm = true);
+ReduceScatterAlgo choose_reduce_scatter(const Comm& comm, bool allow_shm = true);
+AlltoallAlgo choose_alltoall(const Comm& comm, bool allow_shm = true);
+BarrierAlgo choose_barrier(const Comm& comm, bool allow_shm = true);
 
 const char* algo_name(AllreduceAlgo a);
 const char* algo_name(BroadcastAlgo a);

@@ -41,6 +41,7 @@ class Channel {
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   uint32_t sequence() const { return seq_; }
+  const char* operation() const { return subject_.operation; }
   void set_algorithm(const char* algorithm) { subject_.algorithm = algorithm; }
 
   void isend(int peer, uint32_t step, const void* buf, size_t bytes);

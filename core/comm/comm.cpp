@@ -1,5 +1,6 @@
 #include "core/comm/comm.h"
 
+#include "core/comm/shm_context.h"
 #include "core/common/log.h"
 
 namespace weft {
@@ -19,6 +20,14 @@ Comm::Comm(std::shared_ptr<World> world, std::vector<int> members, int my_rank, 
 Comm::~Comm() {
   executor_.shutdown();
   world_->release_comm_id(id_);
+}
+
+ShmContext* Comm::shm(Channel& ch) {
+  if (shm_state_ == ShmState::untried) {
+    if (shm_possible()) shm_ = ShmContext::setup(ch, config_.shm_slot_bytes);
+    shm_state_ = shm_ ? ShmState::ready : ShmState::unavailable;
+  }
+  return shm_.get();
 }
 
 void Comm::abort() {

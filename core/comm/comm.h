@@ -19,6 +19,9 @@
 
 namespace weft {
 
+class Channel;
+class ShmContext;
+
 class Comm : public std::enable_shared_from_this<Comm> {
  public:
   // members[i] = world rank of this communicator's rank i; `id` must be reserved in the world.
@@ -39,6 +42,11 @@ class Comm : public std::enable_shared_from_this<Comm> {
   const std::shared_ptr<World>& world_ptr() const { return world_; }
   Scratch& scratch() { return scratch_; }
   Executor& executor() { return executor_; }
+
+  // Shared-memory state, set up on first use inside a collective every rank calls; nullptr when
+  // the ranks are not all on this host, WEFT_SHM=0, or setup failed on any rank.
+  ShmContext* shm(Channel& ch);
+  bool shm_possible() const { return config_.shm && size() > 1 && local_size_ == size(); }
 
   // Sequence number for the next collective; every rank draws them in the same order.
   uint32_t next_sequence() { return seq_++; }
@@ -71,6 +79,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   Status broken_status_ = Status::ok;
   std::string broken_message_;
   Scratch scratch_;
+  enum class ShmState { untried, ready, unavailable } shm_state_ = ShmState::untried;
+  std::unique_ptr<ShmContext> shm_;
+  // Last member: destroyed first, so queued work finishes while the rest is intact.
   Executor executor_;
 };
 

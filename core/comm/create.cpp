@@ -8,6 +8,20 @@
 #include "core/common/log.h"
 
 namespace weft {
+namespace {
+
+// Sets up shared memory while every rank is still inside the creating call, so the first
+// collective does not carry the setup (and a rank that never calls it cannot hang the rest
+// in setup, where a timeout could only name rank 0).
+std::shared_ptr<Comm> with_shm(std::shared_ptr<Comm> comm) {
+  if (comm->shm_possible()) {
+    Channel ch(*comm, "shared-memory setup", "");
+    comm->shm(ch);
+  }
+  return comm;
+}
+
+}  // namespace
 
 std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig config) {
   if (setup.size > kMaxRanks) fail(Status::unsupported, "%d ranks requested; weft supports up to %d", setup.size, kMaxRanks);
@@ -15,7 +29,7 @@ std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig confi
   if (!world->try_reserve_comm_id(0)) fail(Status::internal, "a fresh world already had communicator id 0");
   std::vector<int> members(static_cast<size_t>(setup.size));
   for (int r = 0; r < setup.size; ++r) members[static_cast<size_t>(r)] = r;
-  return std::make_shared<Comm>(std::move(world), std::move(members), setup.rank, 0u, std::move(config));
+  return with_shm(std::make_shared<Comm>(std::move(world), std::move(members), setup.rank, 0u, std::move(config)));
 }
 
 namespace {
@@ -68,7 +82,7 @@ std::shared_ptr<Comm> split_comm(Comm& parent, int color, int key, CommConfig co
     members.push_back(parent.world_rank_of(order[i]));
   }
   log(LogLevel::info, "%s split: color %d -> %zu ranks, id %u", parent.describe().c_str(), color, members.size(), id);
-  return std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config));
+  return with_shm(std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config)));
 }
 
 }  // namespace weft

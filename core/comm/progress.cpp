@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/comm/comm.h"
@@ -35,14 +36,14 @@ int comm_rank_of_world(const Comm& comm, int world_rank) {
 }
 
 std::string pending_peers(const Comm& comm, const std::vector<Op*>& ops) {
-  std::string out;
+  std::vector<int> ranks;
   for (const Op* op : ops) {
     if (op->finished()) continue;
-    std::string item = format("%d (%s)", comm_rank_of_world(comm, op->peer), op->is_recv ? "receive" : "send");
-    if (out.find(item) != std::string::npos) continue;
-    out += out.empty() ? "" : ", ";
-    out += item;
+    int r = comm_rank_of_world(comm, op->peer);
+    if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
   }
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
   return out;
 }
 

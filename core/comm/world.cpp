@@ -67,7 +67,7 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
   for (int r = 0; r < setup.size; ++r) w->same_host_[r] = bootstrap::same_host(mine, w->records_[r]);
   w->known_dead_.assign(static_cast<size_t>(setup.size), false);
 
-  w->transport_->connect(addresses, setup.rank);
+  w->transport_->connect(addresses, setup.rank, w->same_host_);
 
   // Every rank has read every record once all "ready" keys exist; the store may then go
   // quiet (it stays up while this world lives, so late readers are still answered).

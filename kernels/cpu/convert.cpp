@@ -18,30 +18,36 @@ constexpr uint16_t kF16InfBits = 0x7c00;
 constexpr uint16_t kF16QuietBit = 0x0200;
 constexpr uint16_t kBf16QuietBit = 0x0040;
 
-// Inline copies for the bulk loops (the exported functions are the same code).
+// The exported scalar functions are these same inline bodies; the bulk loops inline them and
+// vectorise, which is why they are written as selects rather than early returns.
 inline float f16_to_f32_inline(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t mag = h & 0x7fffu;
-  if (mag >= kF16InfBits) {
-    // The f16 payload lands in the top of the f32 mantissa, as hardware converters do.
-    const uint32_t payload = (mag & 0x3ffu) << 13;
-    const uint32_t bits = mag == kF16InfBits ? kF32InfBits : kF32InfBits | kF32QuietBit | payload;
-    return f32_from_bits(sign | bits);
-  }
-  return f32_from_bits(sign | widen_magnitude<5, 10>(mag));
+  const uint32_t normal = (mag << 13) + (static_cast<uint32_t>(127 - 15) << 23);
+  // Subnormal: mantissa times 2^-24, exact in float (and never a float subnormal).
+  const uint32_t subnormal = f32_bits(static_cast<float>(static_cast<int32_t>(mag)) * 0x1p-24f);
+  // Inf/NaN: the f16 payload lands in the top of the f32 mantissa, as hardware converters do.
+  const uint32_t special = (mag << 13) | kF32InfBits | (mag > kF16InfBits ? kF32QuietBit : 0u);
+  const uint32_t other = mag >= kF16InfBits ? special : normal;
+  // AND/OR rather than a select: GCC sinks the multiply into a select's arm and then refuses
+  // to if-convert it, which would leave the bulk loop scalar.
+  const uint32_t is_subnormal = 0u - static_cast<uint32_t>(mag < 0x0400u);
+  const uint32_t bits = (subnormal & is_subnormal) | (other & ~is_subnormal);
+  return f32_from_bits(sign | bits);
 }
 
 inline uint16_t f32_to_f16_inline(float x) {
   const uint32_t bits = f32_bits(x);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t a = bits & kF32AbsMask;
-  if (a > kF32InfBits) {
-    // Keep the payload's top bits so distinct NaNs stay distinguishable where they fit.
-    return static_cast<uint16_t>(sign | kF16InfBits | kF16QuietBit | ((a >> 13) & 0x3ffu));
-  }
-  // Infinity rounds to a code past the top as well, so one clamp covers inf and overflow.
-  const uint32_t code = a == kF32InfBits ? kF16InfBits : round_magnitude<5, 10>(a);
-  return static_cast<uint16_t>(sign | (code >= kF16InfBits ? kF16InfBits : code));
+  // Infinity rounds past the top as well, so one clamp covers inf and overflow.
+  // Codes and |x| stay below 2^31, so signed compares (cheaper in SSE2) give the same answers.
+  int32_t code = static_cast<int32_t>(round_magnitude<5, 10>(a));
+  code = code >= kF16InfBits ? kF16InfBits : code;
+  // Keep the NaN payload's top bits so distinct NaNs stay distinguishable where they fit.
+  const int32_t nan = static_cast<int32_t>(kF16InfBits | kF16QuietBit | ((a >> 13) & 0x3ffu));
+  code = static_cast<int32_t>(a) > static_cast<int32_t>(kF32InfBits) ? nan : code;
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(code));
 }
 
 inline float bf16_to_f32_inline(uint16_t b) {

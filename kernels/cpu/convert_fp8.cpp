@@ -48,29 +48,31 @@ constexpr std::array<float, 256> make_table() {
 constexpr std::array<float, 256> kE4m3Table = make_table<e4m3_bits>();
 constexpr std::array<float, 256> kE5m2Table = make_table<e5m2_bits>();
 
+// Selects rather than early returns, so that the bulk loops vectorise.
 inline uint8_t to_e4m3(float x, bool saturate) {
   const uint32_t bits = f32_bits(x);
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t a = bits & kF32AbsMask;
-  if (a > kF32InfBits) return sign | kE4m3Nan;
-  const uint8_t overflow = saturate ? kE4m3Max : kE4m3Nan;
-  if (a == kF32InfBits) return sign | overflow;
-  // 0x7f would be 480 were it not NaN: anything rounding there or beyond has overflowed.
-  const uint32_t code = round_magnitude<4, 3>(a);
-  return static_cast<uint8_t>(sign | (code > kE4m3Max ? overflow : code));
+  // 0x7f would be 480 were it not NaN: anything rounding there or beyond has overflowed, and
+  // infinity rounds far beyond, so it needs no case of its own.
+  const uint32_t overflow = saturate ? kE4m3Max : kE4m3Nan;
+  uint32_t code = round_magnitude<4, 3>(a);
+  code = code > kE4m3Max ? overflow : code;
+  code = a > kF32InfBits ? kE4m3Nan : code;
+  return static_cast<uint8_t>(sign | code);
 }
 
 inline uint8_t to_e5m2(float x, bool saturate) {
   const uint32_t bits = f32_bits(x);
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t a = bits & kF32AbsMask;
-  if (a > kF32InfBits) {
-    return static_cast<uint8_t>(sign | kE5m2Inf | kE5m2QuietBit | ((a >> 21) & 1u));
-  }
-  if (a == kF32InfBits) return sign | kE5m2Inf;
-  const uint32_t code = round_magnitude<5, 2>(a);
-  if (code < kE5m2Inf) return static_cast<uint8_t>(sign | code);
-  return sign | (saturate ? kE5m2Max : kE5m2Inf);
+  const uint32_t overflow = saturate ? kE5m2Max : kE5m2Inf;
+  uint32_t code = round_magnitude<5, 2>(a);
+  code = code >= kE5m2Inf ? overflow : code;
+  code = a == kF32InfBits ? kE5m2Inf : code;
+  const uint32_t nan = kE5m2Inf | kE5m2QuietBit | ((a >> 21) & 1u);
+  code = a > kF32InfBits ? nan : code;
+  return static_cast<uint8_t>(sign | code);
 }
 
 }  // namespace

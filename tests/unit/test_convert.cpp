@@ -10,12 +10,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cfenv>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "core/common/status.h"
 #include "kernels/cpu/convert.h"
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 namespace wk = weft::kernels;
 using weft::DType;
@@ -524,4 +529,75 @@ TEST(Bulk, EmptyAndInvalid) {
   }
   EXPECT_THROW(wk::widen_to_f32(f, nullptr, DType::f16, 2), weft::Error);
   EXPECT_THROW(wk::narrow_from_f32(nullptr, DType::f16, f, 2), weft::Error);
+}
+
+// The kernels must not depend on the FPU's state: every rounding mode, and flush-to-zero /
+// denormals-are-zero on x86, must give the same bytes as the default state.
+TEST(Bulk, IndependentOfRoundingModeAndFlushToZero) {
+  std::vector<float> src = interesting_floats(20000, 14);
+  // Every f16 value and its neighbours in float32: the subnormal range in particular.
+  for (uint32_t c = 0; c < 0x10000; ++c) {
+    const float v = wk::f16_to_f32(static_cast<uint16_t>(c));
+    src.push_back(v);
+    src.push_back(std::nextafter(v, INFINITY));
+    src.push_back(std::nextafter(v, -INFINITY));
+  }
+  for (uint32_t c = 0; c < 256; ++c) {
+    for (float v : {wk::e4m3_to_f32(static_cast<uint8_t>(c)), wk::e5m2_to_f32(static_cast<uint8_t>(c))}) {
+      src.push_back(v);
+      src.push_back(std::nextafter(v, INFINITY));
+      src.push_back(std::nextafter(v, -INFINITY));
+    }
+  }
+  const size_t n = src.size();
+  std::vector<uint16_t> codes16(0x10000);
+  std::vector<uint8_t> codes8(256);
+  for (uint32_t c = 0; c < 0x10000; ++c) codes16[c] = static_cast<uint16_t>(c);
+  for (uint32_t c = 0; c < 256; ++c) codes8[c] = static_cast<uint8_t>(c);
+
+  // All outputs concatenated as bytes.
+  auto run_all = [&]() {
+    std::vector<unsigned char> out;
+    auto append = [&out](const void* p, size_t bytes) {
+      const auto* b = static_cast<const unsigned char*>(p);
+      out.insert(out.end(), b, b + bytes);
+    };
+    std::vector<uint16_t> h(n);
+    std::vector<uint8_t> b(n);
+    std::vector<float> w(0x10000);
+    for (DType t : {DType::f16, DType::bf16}) {
+      wk::narrow_from_f32(h.data(), t, src.data(), n);
+      append(h.data(), n * 2);
+      wk::widen_to_f32(w.data(), codes16.data(), t, codes16.size());
+      append(w.data(), codes16.size() * 4);
+    }
+    for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
+      wk::narrow_from_f32(b.data(), t, src.data(), n);
+      append(b.data(), n);
+      wk::widen_to_f32(w.data(), codes8.data(), t, codes8.size());
+      append(w.data(), codes8.size() * 4);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t scalar[4] = {wk::f32_to_e4m3(src[i], false), wk::f32_to_e5m2(src[i], false),
+                                 static_cast<uint8_t>(wk::f32_to_f16(src[i])), static_cast<uint8_t>(wk::f32_to_f16(src[i]) >> 8)};
+      append(scalar, sizeof scalar);
+    }
+    return out;
+  };
+
+  const std::vector<unsigned char> reference = run_all();
+  const int saved_round = std::fegetround();
+  for (int mode : {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO}) {
+    ASSERT_EQ(std::fesetround(mode), 0);
+    const std::vector<unsigned char> got = run_all();
+    std::fesetround(saved_round);
+    ASSERT_TRUE(got == reference) << "results change with rounding mode " << mode;
+  }
+#if defined(__SSE2__)
+  const unsigned saved_csr = _mm_getcsr();
+  _mm_setcsr(saved_csr | 0x8040u);  // FTZ | DAZ
+  const std::vector<unsigned char> got = run_all();
+  _mm_setcsr(saved_csr);
+  ASSERT_TRUE(got == reference) << "results change with flush-to-zero / denormals-are-zero";
+#endif
 }

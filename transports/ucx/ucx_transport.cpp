@@ -113,7 +113,8 @@ void UcxTransport::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   log(LogLevel::info, "UCX endpoint to peer %d failed: %s", it->second, ucs_status_string(status));
 }
 
-void UcxTransport::connect(const std::vector<std::string>& addresses, int self_index) {
+void UcxTransport::connect(const std::vector<std::string>& addresses, int self_index,
+                           const std::vector<bool>& same_host) {
   std::lock_guard<std::mutex> lock(mutex_);
   npeers_ = static_cast<int>(addresses.size());
   peer_failed_.reset(new std::atomic<bool>[addresses.size()]);
@@ -121,13 +122,20 @@ void UcxTransport::connect(const std::vector<std::string>& addresses, int self_i
   for (size_t i = 0; i < addresses.size(); ++i) {
     peer_failed_[i].store(false);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(addresses[i].data());
-    // Peer failure mode: a dead peer fails its endpoint's operations instead of hanging them.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxTransport::on_ep_error;
-    ep.err_handler.arg = this;
+    if (same_host[i]) {
+      // UCX 1.13's shared-memory transports (posix, sysv, cma) and self have no peer-failure
+      // handler, so asking for one would push same-host traffic onto TCP loopback. A
+      // same-host peer's death is caught by World's process check instead.
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    } else {
+      // Peer failure mode: a dead peer fails its endpoint's operations instead of hanging them.
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &UcxTransport::on_ep_error;
+      ep.err_handler.arg = this;
+    }
     ucs_status_t st = ucp_ep_create(worker_, &ep, &endpoints_[i]);
     if (st != UCS_OK) {
       fail(Status::transport, "UCX could not create an endpoint to rank %zu (self %d): %s", i,

@@ -23,7 +23,8 @@ class UcxTransport final : public Transport {
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   std::string local_address() override;
-  void connect(const std::vector<std::string>& addresses, int self_index) override;
+  void connect(const std::vector<std::string>& addresses, int self_index,
+               const std::vector<bool>& same_host) override;
   void send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) override;
   void recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) override;
   void cancel(Op& op) override;
