@@ -10,18 +10,23 @@ namespace {
 
 const std::vector<CollInfo>& table() {
   static const std::vector<CollInfo> t = {
-      {Coll::allreduce, "allreduce", "WEFT_ALGO_ALLREDUCE", {"auto", "recursive_doubling", "ring", "rabenseifner"}, true, false, true, false},
-      {Coll::broadcast, "broadcast", "WEFT_ALGO_BROADCAST", {"auto", "binomial", "scatter_allgather"}, false, true, false, false},
-      {Coll::reduce, "reduce", "WEFT_ALGO_REDUCE", {"auto", "binomial", "reduce_scatter_gather"}, true, true, true, false},
-      {Coll::allgather, "allgather", "WEFT_ALGO_ALLGATHER", {"auto", "ring", "bruck"}, false, false, true, true},
+      {Coll::allreduce, "allreduce", "WEFT_ALGO_ALLREDUCE",
+       {"auto", "auto-noshm", "recursive_doubling", "ring", "rabenseifner", "shm"}, true, false, true, false},
+      {Coll::broadcast, "broadcast", "WEFT_ALGO_BROADCAST",
+       {"auto", "auto-noshm", "binomial", "scatter_allgather", "shm"}, false, true, false, false},
+      {Coll::reduce, "reduce", "WEFT_ALGO_REDUCE",
+       {"auto", "auto-noshm", "binomial", "reduce_scatter_gather", "shm"}, true, true, true, false},
+      {Coll::allgather, "allgather", "WEFT_ALGO_ALLGATHER", {"auto", "auto-noshm", "ring", "bruck", "shm"}, false,
+       false, true, true},
       {Coll::allgatherv, "allgatherv", nullptr, {"ring"}, false, false, true, true},
-      {Coll::reduce_scatter, "reduce_scatter", nullptr, {"ring"}, true, false, true, true},
-      {Coll::alltoall, "alltoall", nullptr, {"pairwise"}, false, false, true, true},
+      {Coll::reduce_scatter, "reduce_scatter", "WEFT_ALGO_REDUCE_SCATTER", {"auto", "ring", "shm"}, true, false, true,
+       true},
+      {Coll::alltoall, "alltoall", "WEFT_ALGO_ALLTOALL", {"auto", "pairwise", "shm"}, false, false, true, true},
       {Coll::alltoallv, "alltoallv", nullptr, {"pairwise"}, false, false, true, true},
       {Coll::gather, "gather", nullptr, {"linear"}, false, true, true, true},
       {Coll::scatter, "scatter", nullptr, {"linear"}, false, true, true, true},
       {Coll::sendrecv, "sendrecv", nullptr, {"p2p"}, false, false, false, false},
-      {Coll::barrier, "barrier", nullptr, {"dissemination"}, false, false, false, false},
+      {Coll::barrier, "barrier", "WEFT_ALGO_BARRIER", {"auto", "dissemination", "shm"}, false, false, false, false},
   };
   return t;
 }
@@ -59,8 +64,9 @@ Case make(Coll coll, weft_dtype_t dt, int op, size_t size, const Variant& v, Inp
 }
 
 // ------------------------------------------------------------------ the large-size subset
-// One row per case; every algorithm of every collective appears. Variants alternate so both
-// in-place and async paths see large buffers.
+// One row per case; every algorithm of every collective appears ("auto" is the shared-memory
+// path on one host, "auto-noshm" the size-based point-to-point choice). Variants alternate so
+// both in-place and async paths see large buffers.
 struct LargeRow {
   Coll coll;
   const char* algo;
@@ -87,27 +93,37 @@ const LargeRow kLargeTable[] = {
     {Coll::allreduce, "recursive_doubling", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, true, true, 0},
     {Coll::allreduce, "ring", WEFT_UINT8, WEFT_PROD, kSize16MiB, Input::exact, false, false, 0},
     {Coll::allreduce, "rabenseifner", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, false, true, 0},
+    {Coll::allreduce, "auto-noshm", WEFT_FLOAT32, WEFT_SUM, kSize16MiB, Input::exact, false, false, 0},
+    {Coll::allreduce, "auto-noshm", WEFT_BFLOAT16, WEFT_SUM, kSizeOdd, Input::random, true, false, 0},
+    {Coll::allreduce, "shm", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, true, true, 0},
     // broadcast
     {Coll::broadcast, "auto", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::broadcast, "binomial", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 1},
     {Coll::broadcast, "scatter_allgather", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, false, 1},
     {Coll::broadcast, "scatter_allgather", WEFT_UINT8, kNoOp, kSize16MiB, Input::raw, false, true, 0},
+    {Coll::broadcast, "auto-noshm", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 1},
     // reduce
     {Coll::reduce, "auto", WEFT_FLOAT64, WEFT_SUM, kSizeOdd, Input::exact, false, false, 1},
     {Coll::reduce, "binomial", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::random, true, false, 0},
     {Coll::reduce, "reduce_scatter_gather", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::exact, false, true, 1},
     {Coll::reduce, "reduce_scatter_gather", WEFT_FP8_E4M3, WEFT_SUM, kSizeOdd, Input::special, true, false, 0},
+    {Coll::reduce, "auto-noshm", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::exact, false, false, 1},
+    {Coll::reduce, "shm", WEFT_FP8_E4M3, WEFT_SUM, kSizeOdd, Input::special, false, true, 1},
     // allgather
     {Coll::allgather, "auto", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::allgather, "ring", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, true, 0},
     {Coll::allgather, "bruck", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::allgather, "bruck", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, false, 0},
+    {Coll::allgather, "auto-noshm", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 0},
     // single-algorithm collectives
     {Coll::allgatherv, "ring", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 0},
     {Coll::allgatherv, "ring", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, true, false, 0},
-    {Coll::reduce_scatter, "ring", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::exact, false, false, 0},
+    {Coll::reduce_scatter, "auto", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::exact, false, false, 0},
+    {Coll::reduce_scatter, "ring", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::exact, true, false, 0},
     {Coll::reduce_scatter, "ring", WEFT_FLOAT16, WEFT_SUM, kSizeOdd, Input::random, true, true, 0},
-    {Coll::alltoall, "pairwise", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
+    {Coll::reduce_scatter, "shm", WEFT_FLOAT16, WEFT_SUM, kSizeOdd, Input::random, false, false, 0},
+    {Coll::alltoall, "auto", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
+    {Coll::alltoall, "pairwise", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 0},
     {Coll::alltoall, "pairwise", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, true, 0},
     {Coll::alltoallv, "pairwise", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 0},
     {Coll::alltoallv, "pairwise", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, true, false, 0},

@@ -15,6 +15,10 @@
 //   part "large"    kLargeTable below: per algorithm, a few dtype/op pairs at 1000003 elements
 //                   and 16 MiB.
 //   part "barrier"  barrier semantics: nobody leaves before the last rank arrives.
+// Algorithms: every name WEFT_ALGO_<COLLECTIVE> accepts, each on its own communicator made by
+// weft_comm_dup with the variable set (it is read at creation). "auto" resolves to the
+// shared-memory collectives when all ranks share a host (always, under weftrun);
+// "auto-noshm" is auto with WEFT_SHM=0, i.e. the size-based point-to-point choice.
 // Sizes are element counts of the `count` argument (per block for the block collectives:
 // allgather sendcount, reduce_scatter recvcount, alltoall/gather/scatter count, base count of
 // allgatherv/alltoallv). The large sizes are per-rank totals: for block collectives the block

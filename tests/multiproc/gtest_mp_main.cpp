@@ -1,6 +1,7 @@
 // main() of the GoogleTest programs that run on every rank under weftrun: makes the world
 // communicator, prints every failure with the rank in front, and exits non-zero on failure.
 #include <cstdio>
+#include <string>
 
 #include "mp_gtest.h"
 
@@ -10,13 +11,18 @@ World g_world;
 
 namespace {
 
+// Prints every failed assertion with the rank in front. (UnitTest::current_test_info() must
+// not be called from OnTestPartResult: GoogleTest holds its own mutex there.)
 class RankPrinter : public testing::EmptyTestEventListener {
+  void OnTestStart(const testing::TestInfo& t) override {
+    name_ = std::string(t.test_suite_name()) + "." + t.name();
+  }
   void OnTestPartResult(const testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    const testing::TestInfo* t = testing::UnitTest::GetInstance()->current_test_info();
-    mpt::logf("FAIL %s.%s at %s:%d: %s", t ? t->test_suite_name() : "?", t ? t->name() : "?",
-              r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+    mpt::logf("FAIL %s at %s:%d: %s", name_.c_str(), r.file_name() ? r.file_name() : "?", r.line_number(),
+              r.summary());
   }
+  std::string name_ = "?";
 };
 
 }  // namespace

@@ -629,7 +629,7 @@ void run_sendrecv(Ctx& ctx, const Case& c) {
 
 void run_barrier(Ctx& ctx, const Case& c) {
   weft_request_t req = nullptr;
-  call_ok(ctx, c, weft_barrier(ctx.world.comm, nullptr, c.async ? &req : nullptr), "weft_barrier");
+  call_ok(ctx, c, weft_barrier(comm_for(ctx, c), nullptr, c.async ? &req : nullptr), "weft_barrier");
   complete(ctx, c, req, "weft_barrier");
 }
 
@@ -652,27 +652,32 @@ void run_case(Ctx& ctx, const Case& c) {
 }
 
 // Nobody leaves a barrier before the last rank arrives: the last rank sleeps 300 ms before
-// entering; everybody else must spend >= 200 ms inside (100 ms of slack for skew).
+// entering; everybody else must spend >= 200 ms inside (100 ms of slack for skew). For every
+// barrier algorithm, blocking and async.
 void barrier_semantics(Ctx& ctx) {
   const int n = ctx.world.size, me = ctx.world.rank;
   if (n == 1) return;
-  for (int async = 0; async < 2; ++async) {
-    MPT_OK(weft_barrier(ctx.world.comm, nullptr, nullptr));
-    if (me == n - 1) sleep_ms(300);
-    double t0 = now_s();
-    if (async) {
-      weft_request_t req = nullptr;
-      MPT_OK(weft_barrier(ctx.world.comm, nullptr, &req));
-      MPT_OK(weft_wait(req));
-      MPT_OK(weft_request_free(req));
-    } else {
-      MPT_OK(weft_barrier(ctx.world.comm, nullptr, nullptr));
-    }
-    double dt = now_s() - t0;
-    if (me != n - 1 && dt < 0.2) {
-      ctx.failures++;
-      logf("FAIL barrier semantics (%s): left the barrier after %.0f ms although rank %d entered it 300 ms late",
-           async ? "async" : "blocking", dt * 1000, n - 1);
+  for (const char* algo : coll_info(Coll::barrier).algos) {
+    weft_comm_t comm = ctx.comms.at(std::string("barrier/") + algo);
+    for (int async = 0; async < 2; ++async) {
+      MPT_OK(weft_barrier(comm, nullptr, nullptr));
+      if (me == n - 1) sleep_ms(300);
+      double t0 = now_s();
+      if (async) {
+        weft_request_t req = nullptr;
+        MPT_OK(weft_barrier(comm, nullptr, &req));
+        MPT_OK(weft_wait(req));
+        MPT_OK(weft_request_free(req));
+      } else {
+        MPT_OK(weft_barrier(comm, nullptr, nullptr));
+      }
+      double dt = now_s() - t0;
+      if (me != n - 1 && dt < 0.2) {
+        ctx.failures++;
+        logf("FAIL barrier semantics (algo=%s, %s): left the barrier after %.0f ms although rank %d entered it 300 ms "
+             "late | repro: build/bin/weftrun -n %d build/bin/weft_mp_collectives --part=barrier",
+             algo, async ? "async" : "blocking", dt * 1000, n - 1, n);
+      }
     }
   }
 }
@@ -738,10 +743,13 @@ int main(int argc, char** argv) {
   for (const CollInfo& ci : all_colls()) {
     if (!ci.algo_env) continue;
     for (const char* a : ci.algos) {
-      setenv(ci.algo_env, a, 1);
+      const bool noshm = std::strcmp(a, "auto-noshm") == 0;
+      setenv(ci.algo_env, noshm ? "auto" : a, 1);
+      if (noshm) setenv("WEFT_SHM", "0", 1);
       weft_comm_t dup = nullptr;
       weft_status_t s = weft_comm_dup(ctx.world.comm, &dup);
       unsetenv(ci.algo_env);
+      unsetenv("WEFT_SHM");
       if (s != WEFT_OK) die("weft_comm_dup with %s=%s: %s: %s", ci.algo_env, a, status_name(s), last_error().c_str());
       ctx.comms[std::string(ci.name) + "/" + a] = dup;
     }

@@ -356,3 +356,39 @@ TEST(Dup, DupOfDupAndOfSplit) {
   EXPECT_WEFT_OK(weft_comm_destroy(s));
   EXPECT_WEFT_OK(weft_comm_destroy(d2));
 }
+
+// A message sent on a communicator that is then destroyed (never received) must not be
+// delivered to a communicator created later, even if the library reuses internal ids.
+TEST(Dup, NoStaleMessageFromADestroyedCommunicator) {
+  const int n = g_world.size, me = g_world.rank;
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  int32_t stale[4] = {-1, -1, -1, -1};
+  weft_comm_config_t cfg = WEFT_COMM_CONFIG_INIT;
+  cfg.timeout_ms = 10000;  // a wrong match shows up as a failure, not a hang
+  {
+    weft_comm_t a = nullptr;
+    ASSERT_WEFT_OK(weft_comm_split(g_world.comm, 0, me, &a, &cfg));
+    if (me == 0) {  // small: sent eagerly, so destroying the sender's side does not wait
+      EXPECT_WEFT_OK(weft_send(stale, 4, WEFT_INT32, 1, a, nullptr, nullptr));
+    }
+    EXPECT_WEFT_OK(weft_barrier(g_world.comm, nullptr, nullptr));
+    EXPECT_WEFT_OK(weft_comm_destroy(a));  // rank 1 never received it
+  }
+  EXPECT_WEFT_OK(weft_barrier(g_world.comm, nullptr, nullptr));
+  weft_comm_t b = nullptr;
+  ASSERT_WEFT_OK(weft_comm_split(g_world.comm, 0, me, &b, &cfg));
+  int32_t fresh[4] = {1, 2, 3, 4}, got[4] = {0, 0, 0, 0};
+  if (me == 0) {
+    EXPECT_WEFT_OK(weft_send(fresh, 4, WEFT_INT32, 1, b, nullptr, nullptr));
+  } else if (me == 1) {
+    EXPECT_WEFT_OK(weft_recv(got, 4, WEFT_INT32, 0, b, nullptr, nullptr));
+    EXPECT_EQ(0, std::memcmp(got, fresh, sizeof got))
+        << "received {" << got[0] << ", " << got[1] << ", " << got[2] << ", " << got[3]
+        << "}: the destroyed communicator's message leaked into the new one";
+  }
+  // And a collective on the new communicator is not disturbed either.
+  int64_t one = 1, sum = 0;
+  EXPECT_WEFT_OK(weft_allreduce(&one, &sum, 1, WEFT_INT64, WEFT_SUM, b, nullptr, nullptr));
+  EXPECT_EQ(sum, n);
+  EXPECT_WEFT_OK(weft_comm_destroy(b));
+}
