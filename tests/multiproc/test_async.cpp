@@ -244,7 +244,7 @@ TEST(Async, PointToPointMatchesInIssueOrder) {
   const int n = g_world.size, me = g_world.rank;
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
   constexpr int kMsgs = 5;
-  constexpr size_t kCount = 33;
+  auto count_of = [](int m) { return static_cast<size_t>(33 + 1000 * m); };  // 33 .. 4033
   // Every rank sends kMsgs messages to every other rank, then receives them.
   std::vector<std::vector<uint64_t>> out(static_cast<size_t>(n * kMsgs)), in(static_cast<size_t>(n * kMsgs));
   std::vector<weft_request_t> reqs;
@@ -252,10 +252,10 @@ TEST(Async, PointToPointMatchesInIssueOrder) {
     if (p == me) continue;
     for (int m = 0; m < kMsgs; ++m) {
       auto& b = out[static_cast<size_t>(p * kMsgs + m)];
-      b.resize(kCount);
-      for (size_t i = 0; i < kCount; ++i) b[i] = mpt::hash3(static_cast<uint64_t>(me), static_cast<uint64_t>(p * kMsgs + m), i);
+      b.resize(count_of(m));
+      for (size_t i = 0; i < b.size(); ++i) b[i] = mpt::hash3(static_cast<uint64_t>(me), static_cast<uint64_t>(p * kMsgs + m), i);
       weft_request_t r = nullptr;
-      ASSERT_WEFT_OK(weft_send(b.data(), kCount, WEFT_UINT64, p, g_world.comm, nullptr, &r));
+      ASSERT_WEFT_OK(weft_send(b.data(), b.size(), WEFT_UINT64, p, g_world.comm, nullptr, &r));
       reqs.push_back(r);
     }
   }
@@ -263,12 +263,12 @@ TEST(Async, PointToPointMatchesInIssueOrder) {
     if (p == me) continue;
     for (int m = 0; m < kMsgs; ++m) {
       auto& b = in[static_cast<size_t>(p * kMsgs + m)];
-      b.assign(kCount, 0);
+      b.assign(count_of(m), 0);
       if (m % 2 == 0) {
-        ASSERT_WEFT_OK(weft_recv(b.data(), kCount, WEFT_UINT64, p, g_world.comm, nullptr, nullptr));
+        ASSERT_WEFT_OK(weft_recv(b.data(), b.size(), WEFT_UINT64, p, g_world.comm, nullptr, nullptr));
       } else {
         weft_request_t r = nullptr;
-        ASSERT_WEFT_OK(weft_recv(b.data(), kCount, WEFT_UINT64, p, g_world.comm, nullptr, &r));
+        ASSERT_WEFT_OK(weft_recv(b.data(), b.size(), WEFT_UINT64, p, g_world.comm, nullptr, &r));
         reqs.push_back(r);
       }
     }
@@ -281,11 +281,32 @@ TEST(Async, PointToPointMatchesInIssueOrder) {
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     for (int m = 0; m < kMsgs; ++m)
-      for (size_t i = 0; i < kCount; ++i)
+      for (size_t i = 0; i < count_of(m); ++i)
         ASSERT_EQ(in[static_cast<size_t>(p * kMsgs + m)][i],
                   mpt::hash3(static_cast<uint64_t>(p), static_cast<uint64_t>(me * kMsgs + m), i))
             << "message " << m << " from rank " << p << " index " << i;
   }
+}
+
+// weft_comm_destroy waits for this rank's outstanding operations; their requests stay valid
+// until freed.
+TEST(Async, DestroyWaitsForOutstandingOperations) {
+  const int n = g_world.size;
+  weft_comm_t d = nullptr;
+  ASSERT_WEFT_OK(weft_comm_dup(g_world.comm, &d));
+  std::vector<double> a(200000, 1.0), b(3000, 2.0);
+  weft_request_t ra = nullptr, rb = nullptr;
+  ASSERT_WEFT_OK(weft_allreduce(a.data(), a.data(), a.size(), WEFT_FLOAT64, WEFT_SUM, d, nullptr, &ra));
+  ASSERT_WEFT_OK(weft_allreduce(b.data(), b.data(), b.size(), WEFT_FLOAT64, WEFT_MAX, d, nullptr, &rb));
+  ASSERT_WEFT_OK(weft_comm_destroy(d));
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], static_cast<double>(n)) << "index " << i;
+  for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], 2.0) << "index " << i;
+  int done = 0;
+  EXPECT_WEFT_OK(weft_test(ra, &done));
+  EXPECT_EQ(done, 1);
+  EXPECT_WEFT_OK(weft_wait(rb));
+  EXPECT_WEFT_OK(weft_request_free(ra));
+  EXPECT_WEFT_OK(weft_request_free(rb));
 }
 
 // weft_request_free on a pending request waits for it; the result is then complete.

@@ -320,6 +320,16 @@ TEST(BadInput, RootsAndPeers) {
 
 TEST(BadInput, Requests) {
   int done = 7;
+  weft_request_t freed = nullptr;
+  float x = 1;
+  ASSERT_WEFT_OK(weft_allreduce(&x, &x, 1, WEFT_FLOAT32, WEFT_SUM, g_world.comm, nullptr, &freed));
+  ASSERT_WEFT_OK(weft_request_free(freed));
+  if (!under_asan()) {
+    run_table({
+        {"weft_wait(freed request)", [&] { return weft_wait(freed); }, kInvalid, {"request"}},
+        {"weft_test(freed request)", [&] { return weft_test(freed, &done); }, kInvalid, {"request"}},
+    });
+  }
   run_table({
       {"weft_wait(NULL)", [] { return weft_wait(nullptr); }, kInvalid, {"request"}},
       {"weft_test(NULL, &done)", [&] { return weft_test(nullptr, &done); }, kInvalid, {"request"}},
