@@ -46,6 +46,8 @@ class Transport {
   // Start an operation; it completes during a later progress() (or at once).
   virtual void send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) = 0;
   virtual void recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) = 0;
+  // A receive matching `tag` from any peer: the sender field (bits 32..47) is not compared.
+  virtual void recv_any_sender(Op& op, Tag tag, void* buf, size_t bytes) = 0;
   // Ask a pending op to stop; it still completes (failed) through progress(). After this the
   // engine no longer writes to a receive's buffer.
   virtual void cancel(Op& op) = 0;

@@ -18,7 +18,7 @@ namespace weft {
 
 // Tag layout, 16 bits each: communicator id, sender's rank in the communicator, sequence
 // number, step. Sequence 0xffff is reserved for user point-to-point messages.
-constexpr uint32_t kMaxCommId = 0xffff;
+constexpr uint32_t kMaxCommId = 0xfffe;  // 0xffff carries failure notices (World)
 constexpr int kMaxRanks = 0x10000;
 constexpr uint32_t kP2PSequence = 0xffff;
 constexpr uint32_t kMaxStep = 0xffff;

@@ -70,6 +70,26 @@ void abandon(Comm& comm, const std::vector<Op*>& ops) {
   throw e;
 }
 
+// A peer failed (its endpoint broke or its process is gone). It may only be a second-hand
+// symptom: a rank that left after its own error. Give failure notices a moment to arrive,
+// then name the rank that died first, and tell everyone else.
+[[noreturn]] void fail_remote(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subject, int peer_world,
+                              const std::string& symptom) {
+  World& world = comm.world();
+  Deadline grace(std::chrono::milliseconds(50));
+  int cause = world.first_dead_among(comm.members());
+  while (cause < 0 && !grace.expired()) {
+    if (!world.transport().progress()) sched_yield();
+    cause = world.first_dead_among(comm.members());
+  }
+  if (cause < 0) cause = peer_world;
+  world.report_failure(cause);
+  fail_wait(comm, ops, Status::remote,
+            format("%s: rank %d (%s) died or lost its connection (seen here as: %s)", subject_text(comm, subject).c_str(),
+                   comm_rank_of_world(comm, cause), world.describe_rank(cause).c_str(), symptom.c_str()),
+            true);
+}
+
 }  // namespace
 
 void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subject) {
@@ -92,11 +112,8 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
                            peer, op->bytes),
                     true);
         }
-        fail_wait(comm, ops, Status::remote,
-                  format("%s: %s with rank %d (%s) failed: %s", subject_text(comm, subject).c_str(),
-                         op->is_recv ? "receive" : "send", peer, comm.world().describe_rank(op->peer).c_str(),
-                         op->error.c_str()),
-                  true);
+        fail_remote(comm, ops, subject, op->peer,
+                    format("%s with rank %d failed: %s", op->is_recv ? "receive" : "send", peer, op->error.c_str()));
       }
       if (op->is_recv && op->received != op->bytes) {
         fail_wait(comm, ops, Status::mismatch,
@@ -121,10 +138,8 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
     }
     for (Op* op : ops) {
       if (!op->finished() && comm.world().peer_dead(op->peer)) {
-        fail_wait(comm, ops, Status::remote,
-                  format("%s: rank %d (%s) died or lost its connection", subject_text(comm, subject).c_str(),
-                         comm_rank_of_world(comm, op->peer), comm.world().describe_rank(op->peer).c_str()),
-                  true);
+        fail_remote(comm, ops, subject, op->peer,
+                    format("rank %d stopped answering", comm_rank_of_world(comm, op->peer)));
       }
     }
     if (deadline.expired()) {

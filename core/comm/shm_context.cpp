@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -115,7 +116,11 @@ void ShmContext::check_waiting(Channel& ch, int waiting_for, uint64_t epoch, Clo
   if (comm.aborted()) fail_with(Status::aborted, "aborted by weft_comm_abort");
   const int world_rank = comm.world_rank_of(waiting_for);
   if (comm.world().peer_dead(world_rank)) {
-    fail_with(Status::remote, format("rank %d (%s) died", waiting_for, comm.world().describe_rank(world_rank).c_str()));
+    int cause = comm.world().first_dead_among(comm.members());
+    if (cause < 0) cause = world_rank;
+    comm.world().report_failure(cause);
+    int cause_rank = static_cast<int>(std::find(comm.members().begin(), comm.members().end(), cause) - comm.members().begin());
+    fail_with(Status::remote, format("rank %d (%s) died", cause_rank, comm.world().describe_rank(cause).c_str()));
   }
   Clock::time_point now = Clock::now();
   if (started == Clock::time_point{}) {

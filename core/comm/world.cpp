@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <map>
 
+#include "core/comm/channel.h"
 #include "core/comm/deadline.h"
 #include "core/common/log.h"
 #include "core/common/status.h"
@@ -68,6 +69,11 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
   w->known_dead_.assign(static_cast<size_t>(setup.size), false);
 
   w->transport_->connect(addresses, setup.rank, w->same_host_);
+  w->reported_.assign(static_cast<size_t>(setup.size), false);
+  {
+    std::lock_guard<std::mutex> lock(w->liveness_mutex_);
+    w->post_notice_receive();
+  }
 
   // Every rank has read every record once all "ready" keys exist; the store may then go
   // quiet (it stays up while this world lives, so late readers are still answered).
@@ -80,11 +86,76 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
   return w;
 }
 
-World::~World() = default;
+World::~World() {
+  if (notice_receive_ && transport_) {
+    transport_->cancel(*notice_receive_);
+    Deadline grace(std::chrono::milliseconds(200));
+    while (!notice_receive_->finished() && !grace.expired()) transport_->progress();
+  }
+}
+
+namespace {
+// Notices travel on a communicator id no communicator uses, from any sender (wildcard).
+constexpr uint32_t kNoticeCommId = 0xffff;
+}  // namespace
+
+void World::post_notice_receive() {
+  notice_receive_ = std::make_unique<transport::Op>();
+  transport_->recv_any_sender(*notice_receive_, make_tag(kNoticeCommId, 0, kP2PSequence, 0), &notice_in_,
+                              sizeof(notice_in_));
+}
+
+void World::poll_notices() {
+  while (notice_receive_ && notice_receive_->finished()) {
+    if (notice_receive_->state.load() != transport::Op::State::done) {
+      notice_receive_.reset();  // cancelled or broken: no more notices
+      return;
+    }
+    Notice n = notice_in_;
+    if (n.dead >= 0 && n.dead < size_ && n.dead != rank_) {
+      log(LogLevel::info, "rank %d reports that %s died", n.reporter, describe_rank(n.dead).c_str());
+      mark_dead(n.dead);
+    }
+    post_notice_receive();
+  }
+}
+
+void World::mark_dead(int world_rank) {
+  if (known_dead_[world_rank]) return;
+  known_dead_[world_rank] = true;
+  death_order_.push_back(world_rank);
+}
+
+void World::report_failure(int dead_world_rank) {
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  mark_dead(dead_world_rank);
+  if (reported_[dead_world_rank]) return;
+  reported_[dead_world_rank] = true;
+  notice_out_.push_back(Notice{dead_world_rank, rank_});
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || known_dead_[r]) continue;
+    // Fire and forget: a notice that cannot be delivered changes nothing.
+    notice_sends_.push_back(std::make_unique<transport::Op>());
+    transport_->send(*notice_sends_.back(), r, make_tag(kNoticeCommId, rank_, kP2PSequence, 0), &notice_out_.back(),
+                     sizeof(Notice));
+  }
+}
+
+int World::first_dead_among(const std::vector<int>& world_ranks) {
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  poll_notices();
+  for (int dead : death_order_) {
+    for (int r : world_ranks) {
+      if (r == dead) return dead;
+    }
+  }
+  return -1;
+}
 
 bool World::peer_dead(int world_rank) {
-  if (transport_->peer_failed(world_rank)) return true;
   std::lock_guard<std::mutex> lock(liveness_mutex_);
+  poll_notices();
+  if (transport_->peer_failed(world_rank)) mark_dead(world_rank);
   if (known_dead_[world_rank]) return true;
   auto now = std::chrono::steady_clock::now();
   if (now - last_pid_check_ < std::chrono::milliseconds(100)) return false;
@@ -92,7 +163,7 @@ bool World::peer_dead(int world_rank) {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || !same_host_[r] || known_dead_[r]) continue;
     // Signal 0 checks existence only. ESRCH = gone; EPERM = exists but not ours (alive).
-    if (kill(static_cast<pid_t>(records_[r].pid), 0) != 0 && errno == ESRCH) known_dead_[r] = true;
+    if (kill(static_cast<pid_t>(records_[r].pid), 0) != 0 && errno == ESRCH) mark_dead(r);
   }
   return known_dead_[world_rank];
 }

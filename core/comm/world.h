@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -48,6 +49,14 @@ class World {
   // "rank 3 (pid 1234 on host-a)" for error messages.
   std::string describe_rank(int world_rank) const;
 
+  // Failure notices. A survivor often sees only a second-hand symptom: a peer that left
+  // after its own error. So whoever learns that a rank died tells every other rank once, and
+  // errors name the rank that died first.
+  void report_failure(int dead_world_rank);
+  // The first rank among `world_ranks` known to have died (by notice, endpoint error or
+  // process check), or -1.
+  int first_dead_among(const std::vector<int>& world_ranks);
+
   // Communicator ids: unique among the live communicators of this process and world.
   bool try_reserve_comm_id(uint32_t id);
   void release_comm_id(uint32_t id);
@@ -65,14 +74,31 @@ class World {
   // the buried operations.
   std::mutex graveyard_mutex_;
   std::vector<std::unique_ptr<transport::Op>> graveyard_;
+  // Failure notices in flight (see report_failure): buffers and operations outlive the
+  // transport for the same reason. A deque keeps the buffers' addresses stable.
+  struct Notice {
+    int32_t dead;
+    int32_t reporter;
+  };
+  Notice notice_in_{};
+  std::deque<Notice> notice_out_;
+  std::unique_ptr<transport::Op> notice_receive_;
+  std::vector<std::unique_ptr<transport::Op>> notice_sends_;
   std::unique_ptr<transport::Transport> transport_;
   std::shared_ptr<bootstrap::StoreServer> store_server_;
   std::vector<bootstrap::RankRecord> records_;
   std::vector<bool> same_host_;
   std::mutex ids_mutex_;
   std::set<uint32_t> ids_in_use_;
+  void post_notice_receive();  // liveness_mutex_ held
+  void poll_notices();          // liveness_mutex_ held
+  void mark_dead(int world_rank);  // liveness_mutex_ held
+
   std::mutex liveness_mutex_;
   std::vector<bool> known_dead_;
+  std::vector<bool> reported_;
+  std::vector<int> death_order_;
+
   std::chrono::steady_clock::time_point last_pid_check_{};
 };
 

@@ -167,6 +167,14 @@ void UcxTransport::send(Op& op, int peer, Tag tag, const void* buf, size_t bytes
 }
 
 void UcxTransport::recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) {
+  post_recv(op, peer, tag, ~Tag{0}, buf, bytes);
+}
+
+void UcxTransport::recv_any_sender(Op& op, Tag tag, void* buf, size_t bytes) {
+  post_recv(op, -1, tag, ~(Tag{0xffff} << 32), buf, bytes);
+}
+
+void UcxTransport::post_recv(Op& op, int peer, Tag tag, Tag mask, void* buf, size_t bytes) {
   op.peer = peer;
   op.is_recv = true;
   op.bytes = bytes;
@@ -181,7 +189,7 @@ void UcxTransport::recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) {
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.cb.recv = &recv_done;
   p.user_data = &op;
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~Tag{0}, &p);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, buf, bytes, tag, mask, &p);
   if (r == nullptr) {
     fail(Status::internal, "UCX completed a receive immediately despite UCP_OP_ATTR_FLAG_NO_IMM_CMPL");
   } else if (UCS_PTR_IS_ERR(r)) {

@@ -27,6 +27,7 @@ class UcxTransport final : public Transport {
                const std::vector<bool>& same_host) override;
   void send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) override;
   void recv(Op& op, int peer, Tag tag, void* buf, size_t bytes) override;
+  void recv_any_sender(Op& op, Tag tag, void* buf, size_t bytes) override;
   void cancel(Op& op) override;
   bool progress() override;
   void wait_for_activity(int max_us) override;
@@ -35,6 +36,7 @@ class UcxTransport final : public Transport {
 
  private:
   static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void post_recv(Op& op, int peer, Tag tag, Tag mask, void* buf, size_t bytes);
   void close_endpoints();
 
   // UCX is created in serialized mode: this mutex makes every worker call single-threaded, so
