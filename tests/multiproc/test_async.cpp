@@ -336,3 +336,28 @@ TEST(Async, SixtyFourOutstandingWaitedBackwards) {
   }
   for (int k = 0; k < K; ++k) EXPECT_EQ(vals[static_cast<size_t>(k)], (n - 1) * K + k);
 }
+
+// A blocking call returns after every earlier operation on the communicator completed.
+TEST(Async, BlockingCallAfterAsyncOnesMeansTheyAreDone) {
+  const int n = g_world.size;
+  constexpr int K = 6;
+  std::vector<std::vector<int32_t>> bufs(K);
+  std::vector<weft_request_t> reqs(K, nullptr);
+  for (int k = 0; k < K; ++k) {
+    bufs[static_cast<size_t>(k)].assign(static_cast<size_t>(1 + 20000 * k), 1);
+    ASSERT_WEFT_OK(weft_allreduce(bufs[static_cast<size_t>(k)].data(), bufs[static_cast<size_t>(k)].data(),
+                                  bufs[static_cast<size_t>(k)].size(), WEFT_INT32, WEFT_SUM, g_world.comm, nullptr,
+                                  &reqs[static_cast<size_t>(k)]));
+  }
+  int64_t one = 1, sum = 0;
+  ASSERT_WEFT_OK(weft_allreduce(&one, &sum, 1, WEFT_INT64, WEFT_SUM, g_world.comm, nullptr, nullptr));
+  EXPECT_EQ(sum, n);
+  for (int k = 0; k < K; ++k) {
+    int done = -1;
+    EXPECT_EQ(weft_test(reqs[static_cast<size_t>(k)], &done), WEFT_OK)
+        << "request " << k << " issued before a blocking call that returned is not complete";
+    EXPECT_EQ(done, 1);
+    for (int32_t v : bufs[static_cast<size_t>(k)]) ASSERT_EQ(v, n) << "request " << k;
+    EXPECT_WEFT_OK(weft_request_free(reqs[static_cast<size_t>(k)]));
+  }
+}

@@ -1,6 +1,8 @@
 // Sub-communicators: weft_comm_split (colors, keys, WEFT_SPLIT_NOCOLOR, nesting), weft_comm_dup
 // (own message space), and collectives on two communicators at once, from one thread (async)
 // and from two threads (one communicator each).
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -391,4 +393,47 @@ TEST(Dup, NoStaleMessageFromADestroyedCommunicator) {
   EXPECT_WEFT_OK(weft_allreduce(&one, &sum, 1, WEFT_INT64, WEFT_SUM, b, nullptr, nullptr));
   EXPECT_EQ(sum, n);
   EXPECT_WEFT_OK(weft_comm_destroy(b));
+}
+
+namespace {
+size_t count_dir(const char* path) {
+  size_t n = 0;
+  if (DIR* d = opendir(path)) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+}  // namespace
+
+// Creating and destroying communicators leaks nothing: file descriptors and /dev/shm entries
+// return to where they were (a long job re-creates communicators, e.g. after a failure).
+TEST(Dup, CreateAndDestroyManyTimesLeaksNothing) {
+  const int n = g_world.size, me = g_world.rank;
+  auto cycle = [&](int k) {
+    weft_comm_t d = nullptr, s = nullptr;
+    ASSERT_WEFT_OK(weft_comm_dup(g_world.comm, &d));
+    ASSERT_WEFT_OK(weft_comm_split(d, (me + k) % 2, me, &s, nullptr));
+    int64_t v = 1, sum = 0;
+    ASSERT_WEFT_OK(weft_allreduce(&v, &sum, 1, WEFT_INT64, WEFT_SUM, d, nullptr, nullptr));
+    ASSERT_EQ(sum, n);
+    std::vector<float> big(100000, 1.0f);
+    ASSERT_WEFT_OK(weft_allreduce(big.data(), big.data(), big.size(), WEFT_FLOAT32, WEFT_SUM, s, nullptr, nullptr));
+    ASSERT_WEFT_OK(weft_comm_destroy(s));
+    ASSERT_WEFT_OK(weft_comm_destroy(d));
+  };
+  for (int k = 0; k < 5; ++k) cycle(k);  // warm-up: lazily created resources
+  EXPECT_WEFT_OK(weft_barrier(g_world.comm, nullptr, nullptr));
+  const size_t fds0 = count_dir("/proc/self/fd"), shm0 = count_dir("/dev/shm");
+  for (int k = 0; k < 100; ++k) {
+    cycle(k);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_WEFT_OK(weft_barrier(g_world.comm, nullptr, nullptr));
+  const size_t fds1 = count_dir("/proc/self/fd"), shm1 = count_dir("/dev/shm");
+  EXPECT_LE(fds1, fds0 + 4) << "open file descriptors grew from " << fds0 << " to " << fds1
+                            << " over 100 dup+split+destroy cycles";
+  // /dev/shm is shared by all ranks (and other jobs): allow some slack, catch a leak per cycle.
+  EXPECT_LE(shm1, shm0 + 2 * static_cast<size_t>(n)) << "/dev/shm entries grew from " << shm0 << " to " << shm1
+                                                      << " over 100 dup+split+destroy cycles";
 }
