@@ -1,0 +1,171 @@
+# Raw ccall wrappers, one per function of capi/include/weft/weft.h, named as in C and in the
+# header's order. Arguments are passed as given (Ref/C_NULL for out-pointers); each returns the
+# C result (a Cint status, or a Ptr{UInt8} for the two string functions). The high-level API in
+# Weft.jl checks the status and throws WeftError.
+#
+# The library is opened lazily on the first call: $WEFT_LIBRARY if set, else "libweft" through
+# the system's search path (LD_LIBRARY_PATH, ldconfig), else this repository's
+# build/lib/libweft.so. The function pointers are looked up once and cached.
+
+const WEFT_VERSION_MAJOR = 0
+const WEFT_VERSION_MINOR = 1
+const WEFT_VERSION_PATCH = 0
+const WEFT_VERSION_CODE = WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH
+const WEFT_ABI_VERSION = 1
+const WEFT_UNIQUE_ID_BYTES = 128
+const WEFT_SPLIT_NOCOLOR = Cint(-1)
+const WEFT_TRANSPORT_AUTO = Cint(0)
+const WEFT_TRANSPORT_UCX = Cint(1)
+
+# weft_comm_config_t (C layout: size_t, int64_t, int + padding, pointer, int + padding).
+struct CommConfigC
+    struct_size::Csize_t
+    timeout_ms::Int64
+    transport::Cint
+    name::Ptr{UInt8}
+    check_collectives::Cint
+end
+
+# weft_unique_id_t.
+struct UniqueIdC
+    internal::NTuple{WEFT_UNIQUE_ID_BYTES,UInt8}
+end
+
+const _FUNCTIONS = (
+    :weft_status_string, :weft_last_error, :weft_version, :weft_get_unique_id, :weft_comm_init,
+    :weft_comm_init_from_env, :weft_comm_split, :weft_comm_dup, :weft_comm_rank, :weft_comm_size,
+    :weft_comm_local_rank, :weft_comm_local_size, :weft_comm_abort, :weft_comm_destroy, :weft_wait,
+    :weft_test, :weft_request_free, :weft_allreduce, :weft_broadcast, :weft_reduce, :weft_allgather,
+    :weft_allgatherv, :weft_reduce_scatter, :weft_alltoall, :weft_alltoallv, :weft_gather,
+    :weft_scatter, :weft_barrier, :weft_send, :weft_recv, :weft_dtype_size,
+)
+
+const _handle = Ref{Ptr{Cvoid}}(C_NULL)
+const _syms = Dict{Symbol,Ptr{Cvoid}}()
+const _load_lock = ReentrantLock()
+const _loaded = Threads.Atomic{Bool}(false)
+
+"""
+    Weft.library_path()
+
+The path of the loaded libweft (opening it if needed).
+"""
+library_path() = (_load(); Libdl.dlpath(_handle[]))
+
+function _open_library()
+    candidates = String[]
+    env = get(ENV, "WEFT_LIBRARY", "")
+    if !isempty(env)
+        push!(candidates, env)
+    else
+        push!(candidates, "libweft")
+        push!(candidates, normpath(joinpath(@__DIR__, "..", "..", "..", "build", "lib", "libweft.so")))
+    end
+    for path in candidates
+        h = Libdl.dlopen(path, Libdl.RTLD_LAZY | Libdl.RTLD_GLOBAL; throw_error=false)
+        h === nothing || h == C_NULL || return h
+    end
+    error("Weft: cannot open libweft (tried $(join(candidates, ", "))). Set WEFT_LIBRARY to the " *
+          "path of libweft.so, or add its folder to LD_LIBRARY_PATH.")
+end
+
+function _load()
+    _loaded[] && return nothing
+    lock(_load_lock) do
+        if !_loaded[]
+            h = _open_library()
+            for f in _FUNCTIONS
+                _syms[f] = Libdl.dlsym(h, f)
+            end
+            _handle[] = h
+            _loaded[] = true
+        end
+    end
+    return nothing
+end
+
+# Function pointer of a weft function (the Dict is only written once, under the lock, before
+# _loaded is set; afterwards it is only read).
+@inline _sym(f::Symbol) = (_loaded[] || _load(); _syms[f])
+
+weft_status_string(status) = ccall(_sym(:weft_status_string), Ptr{UInt8}, (Cint,), status)
+weft_last_error() = ccall(_sym(:weft_last_error), Ptr{UInt8}, ())
+weft_version(version_code, abi_version) =
+    ccall(_sym(:weft_version), Cint, (Ptr{Cint}, Ptr{Cint}), version_code, abi_version)
+
+weft_get_unique_id(id) = ccall(_sym(:weft_get_unique_id), Cint, (Ptr{UniqueIdC},), id)
+weft_comm_init(comm, id, rank, nranks, config) =
+    ccall(_sym(:weft_comm_init), Cint, (Ptr{Ptr{Cvoid}}, Ptr{UniqueIdC}, Cint, Cint, Ptr{CommConfigC}),
+          comm, id, rank, nranks, config)
+weft_comm_init_from_env(comm, config) =
+    ccall(_sym(:weft_comm_init_from_env), Cint, (Ptr{Ptr{Cvoid}}, Ptr{CommConfigC}), comm, config)
+weft_comm_split(comm, color, key, newcomm, config) =
+    ccall(_sym(:weft_comm_split), Cint, (Ptr{Cvoid}, Cint, Cint, Ptr{Ptr{Cvoid}}, Ptr{CommConfigC}),
+          comm, color, key, newcomm, config)
+weft_comm_dup(comm, newcomm) =
+    ccall(_sym(:weft_comm_dup), Cint, (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), comm, newcomm)
+weft_comm_rank(comm, rank) = ccall(_sym(:weft_comm_rank), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, rank)
+weft_comm_size(comm, size) = ccall(_sym(:weft_comm_size), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, size)
+weft_comm_local_rank(comm, local_rank) =
+    ccall(_sym(:weft_comm_local_rank), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, local_rank)
+weft_comm_local_size(comm, local_size) =
+    ccall(_sym(:weft_comm_local_size), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, local_size)
+weft_comm_abort(comm) = ccall(_sym(:weft_comm_abort), Cint, (Ptr{Cvoid},), comm)
+weft_comm_destroy(comm) = ccall(_sym(:weft_comm_destroy), Cint, (Ptr{Cvoid},), comm)
+
+weft_wait(request) = ccall(_sym(:weft_wait), Cint, (Ptr{Cvoid},), request)
+weft_test(request, done) = ccall(_sym(:weft_test), Cint, (Ptr{Cvoid}, Ptr{Cint}), request, done)
+weft_request_free(request) = ccall(_sym(:weft_request_free), Cint, (Ptr{Cvoid},), request)
+
+weft_allreduce(sendbuf, recvbuf, count, dtype, op, comm, stream, request) =
+    ccall(_sym(:weft_allreduce), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, count, dtype, op, comm, stream, request)
+weft_broadcast(buf, count, dtype, root, comm, stream, request) =
+    ccall(_sym(:weft_broadcast), Cint,
+          (Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          buf, count, dtype, root, comm, stream, request)
+weft_reduce(sendbuf, recvbuf, count, dtype, op, root, comm, stream, request) =
+    ccall(_sym(:weft_reduce), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, count, dtype, op, root, comm, stream, request)
+weft_allgather(sendbuf, recvbuf, sendcount, dtype, comm, stream, request) =
+    ccall(_sym(:weft_allgather), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, sendcount, dtype, comm, stream, request)
+weft_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, comm, stream, request) =
+    ccall(_sym(:weft_allgatherv), Cint,
+          (Ptr{Cvoid}, Csize_t, Ptr{Cvoid}, Ptr{Csize_t}, Ptr{Csize_t}, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, comm, stream, request)
+weft_reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, comm, stream, request) =
+    ccall(_sym(:weft_reduce_scatter), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, recvcount, dtype, op, comm, stream, request)
+weft_alltoall(sendbuf, recvbuf, count, dtype, comm, stream, request) =
+    ccall(_sym(:weft_alltoall), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, count, dtype, comm, stream, request)
+weft_alltoallv(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, comm, stream, request) =
+    ccall(_sym(:weft_alltoallv), Cint,
+          (Ptr{Cvoid}, Ptr{Csize_t}, Ptr{Csize_t}, Ptr{Cvoid}, Ptr{Csize_t}, Ptr{Csize_t}, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, comm, stream, request)
+weft_gather(sendbuf, recvbuf, count, dtype, root, comm, stream, request) =
+    ccall(_sym(:weft_gather), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, count, dtype, root, comm, stream, request)
+weft_scatter(sendbuf, recvbuf, count, dtype, root, comm, stream, request) =
+    ccall(_sym(:weft_scatter), Cint,
+          (Ptr{Cvoid}, Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          sendbuf, recvbuf, count, dtype, root, comm, stream, request)
+weft_barrier(comm, stream, request) =
+    ccall(_sym(:weft_barrier), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), comm, stream, request)
+weft_send(buf, count, dtype, peer, comm, stream, request) =
+    ccall(_sym(:weft_send), Cint,
+          (Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          buf, count, dtype, peer, comm, stream, request)
+weft_recv(buf, count, dtype, peer, comm, stream, request) =
+    ccall(_sym(:weft_recv), Cint,
+          (Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          buf, count, dtype, peer, comm, stream, request)
+
+weft_dtype_size(dtype, size) = ccall(_sym(:weft_dtype_size), Cint, (Cint, Ptr{Csize_t}), dtype, size)
