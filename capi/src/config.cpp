@@ -45,7 +45,9 @@ weft_comm_config_t read_versioned(const weft_comm_config_t* user) {
 
 CommConfig resolve_config(const weft_comm_config_t* config, const CommConfig* inherit) {
   CommConfig out;
-  if (inherit) {
+  // A NULL config inherits the parent's settings (split/dup); a given config means exactly
+  // what weft.h says of each field, with 0/NULL fields taking the environment or the default.
+  if (inherit && !config) {
     out = *inherit;
   } else {
     out.timeout = timeout_from_env();
