@@ -43,12 +43,14 @@ std::string advertised_host() {
   return "127.0.0.1";
 }
 
-uint16_t port_from_env() {
-  const char* p = std::getenv("WEFT_MASTER_PORT");
+// WEFT_UNIQUE_ID_PORT, else any free port. (Not WEFT_MASTER_PORT: under a launcher that
+// port belongs to the job's store, and binding it would fail.)
+uint16_t unique_id_port_from_env() {
+  const char* p = std::getenv("WEFT_UNIQUE_ID_PORT");
   if (!p || !*p) return 0;
   char* end = nullptr;
   long v = std::strtol(p, &end, 10);
-  if (*end || v < 1 || v > 65535) fail(Status::invalid_argument, "WEFT_MASTER_PORT='%s'; expected 1..65535", p);
+  if (*end || v < 1 || v > 65535) fail(Status::invalid_argument, "WEFT_UNIQUE_ID_PORT='%s'; expected 1..65535", p);
   return static_cast<uint16_t>(v);
 }
 
@@ -67,7 +69,7 @@ WEFT_API weft_status_t weft_get_unique_id(weft_unique_id_t* id) {
     const char* bind = std::getenv("WEFT_MASTER_ADDR");
     bootstrap::UniqueId uid;
     uid.secret = bootstrap::random_secret().substr(0, 32);
-    auto server = start_store(bind && *bind ? bind : "0.0.0.0", port_from_env(), uid.secret);
+    auto server = start_store(bind && *bind ? bind : "0.0.0.0", unique_id_port_from_env(), uid.secret);
     uid.host = advertised_host();
     uid.port = server->port();
     std::memset(id->internal, 0, sizeof(id->internal));

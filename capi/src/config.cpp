@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "capi/src/shim.h"
 #include "core/common/log.h"
 #include "core/common/status.h"
 
@@ -45,7 +46,9 @@ weft_comm_config_t read_versioned(const weft_comm_config_t* user) {
 
 CommConfig resolve_config(const weft_comm_config_t* config, const CommConfig* inherit) {
   CommConfig out;
-  if (inherit) {
+  // A NULL config inherits the parent's settings (split/dup); a given config means exactly
+  // what weft.h says of each field, with 0/NULL fields taking the environment or the default.
+  if (inherit && !config) {
     out = *inherit;
   } else {
     out.timeout = timeout_from_env();
@@ -57,8 +60,9 @@ CommConfig resolve_config(const weft_comm_config_t* config, const CommConfig* in
   weft_comm_config_t c = read_versioned(config);
   if (c.timeout_ms < 0) fail(Status::invalid_argument, "config->timeout_ms = %lld; expected >= 0 (0 = default)", static_cast<long long>(c.timeout_ms));
   if (c.timeout_ms > 0) out.timeout = std::chrono::milliseconds(c.timeout_ms);
-  if (c.transport != WEFT_TRANSPORT_AUTO && c.transport != WEFT_TRANSPORT_UCX) {
-    fail(Status::invalid_argument, "config->transport = %d is not a weft_transport_t", static_cast<int>(c.transport));
+  const int transport = enum_bits(c.transport);
+  if (transport != WEFT_TRANSPORT_AUTO && transport != WEFT_TRANSPORT_UCX) {
+    fail(Status::invalid_argument, "config->transport = %d is not a weft_transport_t", transport);
   }
   if (c.name) out.name = c.name;
   if (c.check_collectives) out.check_collectives = true;

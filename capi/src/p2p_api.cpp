@@ -13,7 +13,7 @@ using namespace weft::capi;
 
 namespace {
 
-weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, weft_dtype_t dtype, int peer,
+weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
                    weft_comm_t comm, void* stream, weft_request_t* request) {
   return guarded(fn, [&] {
     if (request) *request = nullptr;

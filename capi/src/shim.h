@@ -2,6 +2,7 @@
 // exception-to-status boundary every ABI function goes through.
 #pragma once
 
+#include <cstring>
 #include <string>
 
 #include "core/common/status.h"
@@ -10,6 +11,17 @@
 #define WEFT_API __attribute__((visibility("default")))
 
 namespace weft::capi {
+
+// The int a C caller put into an enum-typed argument or field. C allows any int there, but in
+// C++ loading a value outside the enumerators' range is undefined behaviour (UBSan reports
+// it), so enums from callers are read by their bytes and range-checked as ints.
+template <typename Enum>
+int enum_bits(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on every ABI weft supports");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // Records the message for weft_last_error() and returns status (pass WEFT_OK to clear).
 weft_status_t set_error(weft_status_t status, const std::string& message);

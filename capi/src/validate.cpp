@@ -3,18 +3,19 @@
 #include <cstdint>
 #include <limits>
 
+#include "capi/src/shim.h"
 #include "core/common/status.h"
 
 namespace weft::capi {
 
-DType check_dtype(weft_dtype_t dtype) {
-  int d = static_cast<int>(dtype);
+DType check_dtype(const weft_dtype_t& dtype) {
+  int d = enum_bits(dtype);
   if (!dtype_valid(d)) fail(Status::invalid_argument, "dtype %d is not a weft_dtype_t (expected 0..%d)", d, kNumDTypes - 1);
   return static_cast<DType>(d);
 }
 
-ReduceOp check_op(weft_op_t op) {
-  int o = static_cast<int>(op);
+ReduceOp check_op(const weft_op_t& op) {
+  int o = enum_bits(op);
   if (!op_valid(o)) fail(Status::invalid_argument, "op %d is not a weft_op_t (expected 0..%d)", o, kNumReduceOps - 1);
   return static_cast<ReduceOp>(o);
 }

@@ -10,8 +10,9 @@
 
 namespace weft::capi {
 
-DType check_dtype(weft_dtype_t dtype);
-ReduceOp check_op(weft_op_t op);
+// Enums are taken by reference and read by their bytes (see enum_bits in shim.h).
+DType check_dtype(const weft_dtype_t& dtype);
+ReduceOp check_op(const weft_op_t& op);
 // Bytes of count elements; throws when count * size overflows size_t.
 size_t check_bytes(size_t count, DType dtype, const char* what);
 // n * count elements as bytes, overflow checked.

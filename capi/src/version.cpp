@@ -10,7 +10,7 @@ WEFT_API weft_status_t weft_version(int* version_code, int* abi_version) {
 }
 
 WEFT_API const char* weft_status_string(weft_status_t status) {
-  switch (status) {
+  switch (weft::capi::enum_bits(status)) {
     case WEFT_OK: return "WEFT_OK: success";
     case WEFT_ERR_INVALID_ARGUMENT: return "WEFT_ERR_INVALID_ARGUMENT: an argument is invalid";
     case WEFT_ERR_UNSUPPORTED: return "WEFT_ERR_UNSUPPORTED: not supported by this build or transport";

@@ -1,5 +1,6 @@
 #include "core/collectives/arg_check.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -11,6 +12,10 @@ struct Wire {
   int32_t dtype, op, root, pad;
   uint64_t count, layout_hash;
   uint64_t pair_count;  // what the sender sends to the receiver (alltoallv), else kNotCompared
+};
+
+struct Verdict {
+  char text[240];  // empty = this rank saw no disagreement
 };
 
 std::string describe(const Wire& w) {
@@ -60,19 +65,35 @@ void check_signature(Channel& ch, const CallSignature& mine) {
   ch.wait();
   in[static_cast<size_t>(rank)] = out[static_cast<size_t>(rank)];
   const Wire& me = out[static_cast<size_t>(rank)];
-  for (int p = 0; p < n; ++p) {
+  // What this rank can see: a rank that disagrees with it, or a peer that will send it a
+  // different count than it expects (alltoallv; only the receiver sees that).
+  Verdict mine_verdict{};
+  for (int p = 0; p < n && !mine_verdict.text[0]; ++p) {
     const Wire& w = in[static_cast<size_t>(p)];
     bool same = std::strncmp(w.operation, me.operation, sizeof(w.operation)) == 0 && w.dtype == me.dtype &&
                 w.op == me.op && w.root == me.root && w.count == me.count && w.layout_hash == me.layout_hash;
     if (!same) {
-      fail(Status::mismatch, "%s #%u: rank %d called %s but rank %d called %s", me.operation, ch.sequence(), rank,
-           describe(me).c_str(), p, describe(w).c_str());
+      std::snprintf(mine_verdict.text, sizeof(mine_verdict.text), "rank %d called %s but rank %d called %s", rank,
+                    describe(me).c_str(), p, describe(w).c_str());
+    } else if (mine.recv_counts && w.pair_count != (*mine.recv_counts)[static_cast<size_t>(p)]) {
+      std::snprintf(mine_verdict.text, sizeof(mine_verdict.text), "rank %d sends %llu elements to rank %d, which expects %zu",
+                    p, static_cast<unsigned long long>(w.pair_count), rank, (*mine.recv_counts)[static_cast<size_t>(p)]);
     }
-    if (mine.recv_counts && w.pair_count != (*mine.recv_counts)[static_cast<size_t>(p)]) {
-      fail(Status::mismatch, "%s #%u: rank %d sends %llu elements to rank %d, which expects %zu", me.operation,
-           ch.sequence(), p, static_cast<unsigned long long>(w.pair_count), rank,
-           (*mine.recv_counts)[static_cast<size_t>(p)]);
-    }
+  }
+  // Second round: every rank learns every verdict, so all fail together with the same words
+  // (the lowest rank's finding) instead of some waiting out the deadline.
+  std::vector<Verdict> verdicts(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    ch.irecv(p, kCheckStepBase + 1, &verdicts[static_cast<size_t>(p)], sizeof(Verdict));
+    ch.isend(p, kCheckStepBase + 1, &mine_verdict, sizeof(Verdict));
+  }
+  ch.wait();
+  verdicts[static_cast<size_t>(rank)] = mine_verdict;
+  for (int p = 0; p < n; ++p) {
+    Verdict& v = verdicts[static_cast<size_t>(p)];
+    v.text[sizeof(v.text) - 1] = '\0';
+    if (v.text[0]) fail(Status::mismatch, "%s #%u: %s", me.operation, ch.sequence(), v.text);
   }
 }
 

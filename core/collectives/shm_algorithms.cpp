@@ -5,6 +5,7 @@
 
 #include "core/collectives/blocks.h"
 #include "core/comm/shm_context.h"
+#include "kernels/cpu/copy.h"
 
 namespace weft::coll {
 namespace {
@@ -13,40 +14,60 @@ namespace {
 // second barrier when the data is this small.
 constexpr size_t kReduceEverywhereBytes = 16 * 1024;
 
-// out = in_0 op in_1 op ... op in_{n-1} over the same element range of every rank's slot.
-// `out` may be this rank's own slot range: it is read first, then combined with the others.
-void reduce_slots(ShmContext& ctx, int set, int self, size_t byte_offset, void* out, size_t count, const Reducer& red) {
-  shm::Segment& seg = ctx.segment();
-  const int n = seg.nranks();
-  const char* own = seg.slot(set, self) + byte_offset;
-  int first = self == 0 ? 1 : 0;
-  red.apply(out, own, seg.slot(set, first) + byte_offset, count);
-  for (int j = first + 1; j < n; ++j) {
-    if (j != self) red.apply(out, out, seg.slot(set, j) + byte_offset, count);
-  }
-}
-
 size_t chunk_elems(ShmContext& ctx, size_t elem, int parts) {
   return std::max<size_t>(1, ctx.segment().slot_bytes() / (elem * static_cast<size_t>(parts)));
 }
 
-// One chunk of allreduce/reduce: everyone copies in, reduces its part into its own slot, and
-// the ranks in `copy_out` (all, or the root only) gather the parts.
+// Copy-out of a chunk: streaming stores when the whole result is larger than the cache, so
+// writing it does not first read it from memory.
+class CopyOut {
+ public:
+  explicit CopyOut(size_t total_bytes) : streaming_(total_bytes >= kernels::kStreamingCopyBytes) {}
+  ~CopyOut() {
+    if (streaming_) kernels::store_fence();
+  }
+  void operator()(void* dst, const void* src, size_t bytes) const {
+    if (streaming_) {
+      kernels::copy_streaming(dst, src, bytes);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
+  }
+
+ private:
+  bool streaming_;
+};
+
+// One chunk of allreduce/reduce. The chunk is cut into one part per rank; rank q reduces part
+// q. Each rank copies into its slot only the parts others reduce (its own part it reads from
+// its input directly), reduces its part into its slot (where the others fetch it) and, when it
+// wants the result, copies it to its output while it is still in cache; after the second
+// barrier the ranks in `copy_out` (all, or the root only) fetch the other parts.
 void reduce_chunk(Channel& ch, ShmContext& ctx, const char* in, char* out, size_t len, const Reducer& red,
-                  bool copy_out) {
+                  bool copy_out, const CopyOut& copy) {
   shm::Segment& seg = ctx.segment();
   const int n = ch.size(), rank = ch.rank();
   const int set = ctx.next_set();
-  std::memcpy(seg.slot(set, rank), in, red.bytes(len));
-  ctx.barrier(ch);
   Blocks parts = Blocks::even(len, n);
-  const size_t mine = red.bytes(parts.offset[static_cast<size_t>(rank)]);
-  reduce_slots(ctx, set, rank, mine, seg.slot(set, rank) + mine, parts.length[static_cast<size_t>(rank)], red);
+  auto part_at = [&](int q) { return red.bytes(parts.offset[static_cast<size_t>(q)]); };
+  auto part_bytes = [&](int q) { return red.bytes(parts.length[static_cast<size_t>(q)]); };
+  char* own_slot = seg.slot(set, rank);
+  for (int q = 0; q < n; ++q) {
+    if (q != rank) std::memcpy(own_slot + part_at(q), in + part_at(q), part_bytes(q));
+  }
+  ctx.barrier(ch);
+  const size_t mine = part_at(rank), count = parts.length[static_cast<size_t>(rank)];
+  char* result = own_slot + mine;
+  int first = rank == 0 ? 1 : 0;
+  red.apply(result, in + mine, seg.slot(set, first) + mine, count);
+  for (int j = first + 1; j < n; ++j) {
+    if (j != rank) red.apply(result, result, seg.slot(set, j) + mine, count);
+  }
+  if (copy_out) copy(out + mine, result, part_bytes(rank));
   ctx.barrier(ch);
   if (!copy_out) return;
   for (int q = 0; q < n; ++q) {
-    const size_t at_q = red.bytes(parts.offset[static_cast<size_t>(q)]);
-    std::memcpy(out + at_q, seg.slot(set, q) + at_q, red.bytes(parts.length[static_cast<size_t>(q)]));
+    if (q != rank) copy(out + part_at(q), seg.slot(set, q) + part_at(q), part_bytes(q));
   }
 }
 
@@ -72,9 +93,10 @@ bool shm_allreduce(Channel& ch, const void* send, void* recv, size_t count, cons
     return true;
   }
   const size_t step = chunk_elems(*ctx, red.elem, 1);
+  CopyOut copy(red.bytes(count));
   for (size_t off = 0; off < count; off += step) {
     size_t len = std::min(step, count - off);
-    reduce_chunk(ch, *ctx, at(send, off, red.elem), at(recv, off, red.elem), len, red, true);
+    reduce_chunk(ch, *ctx, at(send, off, red.elem), at(recv, off, red.elem), len, red, true, copy);
   }
   return true;
 }
@@ -88,9 +110,11 @@ bool shm_reduce(Channel& ch, const void* send, void* recv, size_t count, const R
     return true;
   }
   const size_t step = chunk_elems(*ctx, red.elem, 1);
+  CopyOut copy(red.bytes(count));
   for (size_t off = 0; off < count; off += step) {
     size_t len = std::min(step, count - off);
-    reduce_chunk(ch, *ctx, at(send, off, red.elem), is_root ? at(recv, off, red.elem) : nullptr, len, red, is_root);
+    reduce_chunk(ch, *ctx, at(send, off, red.elem), is_root ? at(recv, off, red.elem) : nullptr, len, red, is_root,
+                 copy);
   }
   return true;
 }
@@ -100,12 +124,13 @@ bool shm_broadcast(Channel& ch, void* buf, size_t bytes, int root) {
   if (!ctx) return false;
   shm::Segment& seg = ctx->segment();
   const size_t step = seg.slot_bytes();
+  CopyOut copy(bytes);
   for (size_t off = 0; off < bytes; off += step) {
     size_t len = std::min(step, bytes - off);
     const int set = ctx->next_set();
     if (ch.rank() == root) std::memcpy(seg.slot(set, root), static_cast<char*>(buf) + off, len);
     ctx->barrier(ch);
-    if (ch.rank() != root) std::memcpy(static_cast<char*>(buf) + off, seg.slot(set, root), len);
+    if (ch.rank() != root) copy(static_cast<char*>(buf) + off, seg.slot(set, root), len);
   }
   return true;
 }
@@ -118,13 +143,14 @@ bool shm_allgather(Channel& ch, const void* send, void* recv, size_t block_bytes
   char* own = static_cast<char*>(recv) + block_bytes * static_cast<size_t>(rank);
   if (send != own) std::memcpy(own, send, block_bytes);
   const size_t step = seg.slot_bytes();
+  CopyOut copy(block_bytes * static_cast<size_t>(n));
   for (size_t off = 0; off < block_bytes; off += step) {
     size_t len = std::min(step, block_bytes - off);
     const int set = ctx->next_set();
     std::memcpy(seg.slot(set, rank), own + off, len);
     ctx->barrier(ch);
     for (int q = 0; q < n; ++q) {
-      if (q != rank) std::memcpy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off, seg.slot(set, q), len);
+      if (q != rank) copy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off, seg.slot(set, q), len);
     }
   }
   return true;
@@ -159,6 +185,7 @@ bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes)
   shm::Segment& seg = ctx->segment();
   const int n = ch.size(), rank = ch.rank();
   const size_t step = std::max<size_t>(1, seg.slot_bytes() / static_cast<size_t>(n));
+  CopyOut copy(block_bytes * static_cast<size_t>(n));
   for (size_t off = 0; off < block_bytes; off += step) {
     size_t len = std::min(step, block_bytes - off);
     const int set = ctx->next_set();
@@ -168,7 +195,7 @@ bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes)
     }
     ctx->barrier(ch);
     for (int q = 0; q < n; ++q) {
-      std::memcpy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off,
+      copy(static_cast<char*>(recv) + block_bytes * static_cast<size_t>(q) + off,
                   seg.slot(set, q) + len * static_cast<size_t>(rank), len);
     }
   }

@@ -3,7 +3,9 @@
 namespace weft {
 
 Channel::Channel(Comm& comm, const char* operation, const char* algorithm)
-    : comm_(comm), seq_(comm.next_sequence() % kP2PSequence), subject_{operation, algorithm, seq_} {}
+    : comm_(comm), seq_(comm.next_sequence() % kP2PSequence), subject_{operation, algorithm, seq_} {
+  comm_.log_algorithm_once(operation, algorithm);
+}
 
 Channel::~Channel() {
   // Normally empty; after a failed wait these are operations UCX may still complete.

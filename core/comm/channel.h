@@ -42,7 +42,10 @@ class Channel {
   int size() const { return comm_.size(); }
   uint32_t sequence() const { return seq_; }
   const char* operation() const { return subject_.operation; }
-  void set_algorithm(const char* algorithm) { subject_.algorithm = algorithm; }
+  void set_algorithm(const char* algorithm) {
+    subject_.algorithm = algorithm;
+    comm_.log_algorithm_once(subject_.operation, algorithm);
+  }
 
   void isend(int peer, uint32_t step, const void* buf, size_t bytes);
   void irecv(int peer, uint32_t step, void* buf, size_t bytes);

@@ -53,6 +53,13 @@ void Comm::throw_if_unusable() const {
                                      broken_message_.c_str()));
 }
 
+void Comm::log_algorithm_once(const char* operation, const char* algorithm) {
+  if (!log_enabled(LogLevel::info) || !algorithm || !*algorithm) return;
+  std::string key = std::string(operation) + "/" + algorithm;
+  if (!logged_algorithms_.insert(key).second) return;
+  log(LogLevel::info, "%s: %s uses %s", describe().c_str(), operation, algorithm);
+}
+
 std::string Comm::describe() const {
   return format("comm '%s' rank %d/%d", config_.name.c_str(), rank_, size());
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Throws the stored error if broken (or aborted).
   void throw_if_unusable() const;
 
+  // WEFT_DEBUG=info: logs the first use of each (collective, algorithm) pair on this comm.
+  void log_algorithm_once(const char* operation, const char* algorithm);
+
   // "comm 'name' rank 2/4" for messages.
   std::string describe() const;
 
@@ -85,6 +89,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   Status broken_status_ = Status::ok;
   std::string broken_message_;
   Scratch scratch_;
+  std::set<std::string> logged_algorithms_;
   enum class ShmState { untried, ready, unavailable } shm_state_ = ShmState::untried;
   std::unique_ptr<ShmContext> shm_;
   std::unique_ptr<DeviceState> device_;

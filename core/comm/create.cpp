@@ -44,16 +44,16 @@ std::shared_ptr<Comm> create_root_comm(const WorldSetup& setup, CommConfig confi
 
 namespace {
 
-// Agree on an id free in every participating process (two rounds per attempt: propose the
-// largest lowest-free id, then confirm everyone could reserve it).
+// Agree on an id no participating process has used (two rounds per attempt: propose the
+// largest next-unused id, then confirm everyone could reserve it; a concurrent split on
+// another thread may have taken it meanwhile).
 uint32_t agree_on_id(Comm& parent, bool participates) {
   uint32_t hint = 1;
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    int64_t proposal = parent.world().lowest_free_comm_id(hint);
+    int64_t proposal = parent.world().next_unused_comm_id(hint);
     coll::allreduce(parent, &proposal, &proposal, 1, DType::i64, ReduceOp::max);
     if (proposal > static_cast<int64_t>(kMaxCommId)) {
-      fail(Status::unsupported, "communicator ids exhausted: more than %u communicators alive at once in one world",
-           kMaxCommId);
+      fail(Status::unsupported, "communicator ids exhausted: %u communicators were created from this one", kMaxCommId);
     }
     uint32_t id = static_cast<uint32_t>(proposal);
     bool reserved = !participates || parent.world().try_reserve_comm_id(id);

@@ -35,15 +35,42 @@ int comm_rank_of_world(const Comm& comm, int world_rank) {
   return -1;
 }
 
-std::string pending_peers(const Comm& comm, const std::vector<Op*>& ops) {
+std::vector<int> pending_world_ranks(const std::vector<Op*>& ops) {
   std::vector<int> ranks;
   for (const Op* op : ops) {
-    if (op->finished()) continue;
-    int r = comm_rank_of_world(comm, op->peer);
-    if (std::find(ranks.begin(), ranks.end(), r) == ranks.end()) ranks.push_back(r);
+    if (!op->finished() && std::find(ranks.begin(), ranks.end(), op->peer) == ranks.end()) ranks.push_back(op->peer);
+  }
+  return ranks;
+}
+
+// "rank 3" for a member of comm, "world rank 7" otherwise.
+std::string rank_name(const Comm& comm, int world_rank) {
+  int r = comm_rank_of_world(comm, world_rank);
+  return r >= 0 ? format("rank %d", r) : format("world rank %d", world_rank);
+}
+
+// The timeout text: whom this rank waited for and, following the other ranks' stall notices,
+// whom they in turn were waiting for; the end of such a chain is the likely cause.
+std::string describe_stall(Comm& comm, const std::vector<Op*>& ops) {
+  World& world = comm.world();
+  std::vector<int> silent = pending_world_ranks(ops);
+  if (silent.empty()) return "no rank";
+  world.report_stall(silent.front());
+  Deadline grace(std::chrono::milliseconds(300));  // the others time out at about the same moment
+  while (!grace.expired()) {
+    if (!world.transport().progress()) sched_yield();
   }
   std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  for (int w : silent) out += (out.empty() ? "" : ", ") + std::to_string(comm_rank_of_world(comm, w));
+  for (int w : silent) {
+    int at = w, hops = 0;
+    std::string chain;
+    for (int next = world.stalled_on(at); next >= 0 && next != at && hops < world.size(); next = world.stalled_on(at), ++hops) {
+      chain += format("; %s is itself waiting for %s", rank_name(comm, at).c_str(), rank_name(comm, next).c_str());
+      at = next;
+    }
+    if (hops) out += chain + format("; likely cause: %s", rank_name(comm, at).c_str());
+  }
   return out;
 }
 
@@ -145,7 +172,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
     if (deadline.expired()) {
       fail_wait(comm, ops, Status::timeout,
                 format("%s: timed out after %lld ms; not heard from rank(s) %s", subject_text(comm, subject).c_str(),
-                       static_cast<long long>(deadline.budget().count()), pending_peers(comm, ops).c_str()),
+                       static_cast<long long>(deadline.budget().count()), describe_stall(comm, ops).c_str()),
                 true);
     }
     if (idle < kSpinRounds + kYieldRounds) {

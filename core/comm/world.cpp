@@ -70,6 +70,7 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
 
   w->transport_->connect(addresses, setup.rank, w->same_host_);
   w->reported_.assign(static_cast<size_t>(setup.size), false);
+  w->stalled_on_.assign(static_cast<size_t>(setup.size), -1);
   {
     std::lock_guard<std::mutex> lock(w->liveness_mutex_);
     w->post_notice_receive();
@@ -97,6 +98,8 @@ World::~World() {
 namespace {
 // Notices travel on a communicator id no communicator uses, from any sender (wildcard).
 constexpr uint32_t kNoticeCommId = 0xffff;
+constexpr int32_t kNoticeDeath = 1;
+constexpr int32_t kNoticeStall = 2;
 }  // namespace
 
 void World::post_notice_receive() {
@@ -112,9 +115,12 @@ void World::poll_notices() {
       return;
     }
     Notice n = notice_in_;
-    if (n.dead >= 0 && n.dead < size_ && n.dead != rank_) {
-      log(LogLevel::info, "rank %d reports that %s died", n.reporter, describe_rank(n.dead).c_str());
-      mark_dead(n.dead);
+    const bool valid = n.subject >= 0 && n.subject < size_ && n.reporter >= 0 && n.reporter < size_;
+    if (valid && n.kind == kNoticeDeath && n.subject != rank_) {
+      log(LogLevel::info, "rank %d reports that %s died", n.reporter, describe_rank(n.subject).c_str());
+      mark_dead(n.subject);
+    } else if (valid && n.kind == kNoticeStall) {
+      stalled_on_[n.reporter] = n.subject;
     }
     post_notice_receive();
   }
@@ -126,12 +132,8 @@ void World::mark_dead(int world_rank) {
   death_order_.push_back(world_rank);
 }
 
-void World::report_failure(int dead_world_rank) {
-  std::lock_guard<std::mutex> lock(liveness_mutex_);
-  mark_dead(dead_world_rank);
-  if (reported_[dead_world_rank]) return;
-  reported_[dead_world_rank] = true;
-  notice_out_.push_back(Notice{dead_world_rank, rank_});
+void World::send_notice(const Notice& n) {
+  notice_out_.push_back(n);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || known_dead_[r]) continue;
     // Fire and forget: a notice that cannot be delivered changes nothing.
@@ -139,6 +141,25 @@ void World::report_failure(int dead_world_rank) {
     transport_->send(*notice_sends_.back(), r, make_tag(kNoticeCommId, rank_, kP2PSequence, 0), &notice_out_.back(),
                      sizeof(Notice));
   }
+}
+
+void World::report_failure(int dead_world_rank) {
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  mark_dead(dead_world_rank);
+  if (reported_[dead_world_rank]) return;
+  reported_[dead_world_rank] = true;
+  send_notice(Notice{kNoticeDeath, dead_world_rank, rank_, 0});
+}
+
+void World::report_stall(int waiting_for_world_rank) {
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  send_notice(Notice{kNoticeStall, waiting_for_world_rank, rank_, 0});
+}
+
+int World::stalled_on(int world_rank) {
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  poll_notices();
+  return stalled_on_[world_rank];
 }
 
 int World::first_dead_among(const std::vector<int>& world_ranks) {
@@ -180,19 +201,20 @@ void World::bury(std::unique_ptr<transport::Op> op) {
 
 bool World::try_reserve_comm_id(uint32_t id) {
   std::lock_guard<std::mutex> lock(ids_mutex_);
-  return ids_in_use_.insert(id).second;
+  if (id < next_unused_id_) return false;
+  ids_in_use_.insert(id);
+  next_unused_id_ = id + 1;
+  return true;
 }
 
 void World::release_comm_id(uint32_t id) {
   std::lock_guard<std::mutex> lock(ids_mutex_);
-  ids_in_use_.erase(id);
+  ids_in_use_.erase(id);  // not reusable: next_unused_id_ stays above it
 }
 
-uint32_t World::lowest_free_comm_id(uint32_t at_least) {
+uint32_t World::next_unused_comm_id(uint32_t at_least) {
   std::lock_guard<std::mutex> lock(ids_mutex_);
-  uint32_t id = at_least;
-  while (ids_in_use_.count(id)) ++id;
-  return id;
+  return at_least > next_unused_id_ ? at_least : next_unused_id_;
 }
 
 }  // namespace weft

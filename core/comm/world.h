@@ -57,10 +57,19 @@ class World {
   // process check), or -1.
   int first_dead_among(const std::vector<int>& world_ranks);
 
-  // Communicator ids: unique among the live communicators of this process and world.
+  // Stall notices. A rank that times out waiting for a peer tells everyone, so a rank whose
+  // own wait timed out on a peer that was itself waiting can follow the chain to the rank
+  // that never answered (the likely cause).
+  void report_stall(int waiting_for_world_rank);
+  // Whom world_rank reported waiting for (its latest stall notice), or -1.
+  int stalled_on(int world_rank);
+
+  // Communicator ids: never reused within a world, so a message still in flight for a
+  // destroyed communicator can never match a later one.
   bool try_reserve_comm_id(uint32_t id);
   void release_comm_id(uint32_t id);
-  uint32_t lowest_free_comm_id(uint32_t at_least);
+  // The lowest id >= at_least that this process has never used.
+  uint32_t next_unused_comm_id(uint32_t at_least);
 
   // Keeps an operation that a failed wait could not finish (a send UCX still holds) alive
   // until the transport is shut down, so its completion never writes to freed memory.
@@ -77,9 +86,12 @@ class World {
   // Failure notices in flight (see report_failure): buffers and operations outlive the
   // transport for the same reason. A deque keeps the buffers' addresses stable.
   struct Notice {
-    int32_t dead;
+    int32_t kind;      // kNoticeDeath or kNoticeStall
+    int32_t subject;   // the dead rank, or the rank the reporter waits for
     int32_t reporter;
+    int32_t unused;
   };
+  void send_notice(const Notice& n);  // liveness_mutex_ held
   Notice notice_in_{};
   std::deque<Notice> notice_out_;
   std::unique_ptr<transport::Op> notice_receive_;
@@ -90,6 +102,7 @@ class World {
   std::vector<bool> same_host_;
   std::mutex ids_mutex_;
   std::set<uint32_t> ids_in_use_;
+  uint32_t next_unused_id_ = 0;  // every id below it has been used
   void post_notice_receive();  // liveness_mutex_ held
   void poll_notices();          // liveness_mutex_ held
   void mark_dead(int world_rank);  // liveness_mutex_ held
@@ -98,6 +111,7 @@ class World {
   std::vector<bool> known_dead_;
   std::vector<bool> reported_;
   std::vector<int> death_order_;
+  std::vector<int> stalled_on_;
 
   std::chrono::steady_clock::time_point last_pid_check_{};
 };

@@ -53,7 +53,8 @@ bool log_enabled(LogLevel level) {
   return false;
 }
 
-bool debug_check_from_env() { return flags().check; }
+// Read afresh: communicators take it when they are created, like WEFT_ALGO_*.
+bool debug_check_from_env() { return parse_flags().check; }
 
 void log(LogLevel level, const char* fmt, ...) {
   if (!log_enabled(level)) return;

@@ -125,6 +125,7 @@ void UcxTransport::connect(const std::vector<std::string>& addresses, int self_i
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(addresses[i].data());
     if (same_host[i]) {
+      ++same_host_peers_;
       // UCX 1.13's shared-memory transports (posix, sysv, cma) and self have no peer-failure
       // handler, so asking for one would push same-host traffic onto TCP loopback. A
       // same-host peer's death is caught by World's process check instead.
@@ -221,12 +222,10 @@ bool UcxTransport::peer_failed(int peer) const {
 }
 
 std::string UcxTransport::describe() const {
-  ucp_context_attr_t attr{};
-  attr.field_mask = UCP_ATTR_FIELD_THREAD_MODE;
-  ucp_context_query(context_, &attr);
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  return format("UCX %u.%u.%u, %d endpoints", major, minor, release, npeers_);
+  return format("UCX %u.%u.%u, %d endpoints: %d on this host (UCX shared memory), %d remote (peer-failure mode)",
+                major, minor, release, npeers_, same_host_peers_, npeers_ - same_host_peers_);
 }
 
 }  // namespace weft::transport

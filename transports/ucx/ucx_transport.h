@@ -48,6 +48,7 @@ class UcxTransport final : public Transport {
   std::unordered_map<ucp_ep_h, int> peer_of_ep_;
   std::unique_ptr<std::atomic<bool>[]> peer_failed_;
   int npeers_ = 0;
+  int same_host_peers_ = 0;
 };
 
 }  // namespace weft::transport

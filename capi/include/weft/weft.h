@@ -137,7 +137,8 @@ typedef struct weft_unique_id {
 } weft_unique_id_t;
 
 /* Starts a rendezvous store in this process (listening on WEFT_MASTER_ADDR or all interfaces,
- * port WEFT_MASTER_PORT or any free one) and describes it in *id. The store lives until
+ * port WEFT_UNIQUE_ID_PORT or any free one) and describes it in *id. Other ranks reach it at
+ * WEFT_MASTER_ADDR, else this host's name, else 127.0.0.1. The store lives until
  * every communicator created from the id in this process is destroyed, or the process exits. */
 weft_status_t weft_get_unique_id(weft_unique_id_t *id);
 

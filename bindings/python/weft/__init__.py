@@ -1,0 +1,45 @@
+"""weft: Python binding of libweft.so's C ABI (weft.h), through ctypes.
+
+    import weft, numpy as np
+    with weft.Comm.from_env() as comm:          # under weftrun, torchrun, mpirun, srun
+        x = np.arange(4, dtype=np.float32)
+        comm.allreduce(x)                       # in place, blocking
+        req = comm.allgather(x, np.empty(4 * comm.size, np.float32), async_op=True)
+        out = req.wait()
+
+``import weft.torch`` registers the torch.distributed backend "weft".
+"""
+
+import atexit as _atexit
+
+from ._buffers import Buffer, DType, as_buffer, as_dtype, dtype_size
+from ._comm import (AVG, IN_PLACE, MAX, MIN, PROD, SPLIT_NOCOLOR, SUM, Comm, Op, Request, UniqueId, as_op,
+                    get_unique_id, version, wait_all)
+from ._errors import (Aborted, InternalError, InvalidArgument, Mismatch, OutOfMemory, RemoteError, Status, Timeout,
+                      TransportError, Unsupported, WeftError, status_string)
+from ._lib import ABI_VERSION, LibraryNotFoundError
+from ._lib import path as library_path
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AVG", "ABI_VERSION", "Aborted", "Buffer", "Comm", "DType", "IN_PLACE", "InternalError", "InvalidArgument",
+    "LibraryNotFoundError", "MAX", "MIN", "Mismatch", "Op", "OutOfMemory", "PROD", "RemoteError", "Request",
+    "SPLIT_NOCOLOR", "SUM", "Status", "Timeout", "TransportError", "UniqueId", "Unsupported", "WeftError",
+    "as_buffer", "as_dtype", "as_op", "dtype_size", "get_unique_id", "library_path", "status_string", "version",
+    "wait_all",
+]
+
+for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
+              "UINT32", "INT64", "UINT64"):
+    globals()[_name] = DType[_name]
+    __all__.append(_name)
+del _name
+
+
+def _at_exit():
+    from ._comm import _close_all
+    _close_all()
+
+
+_atexit.register(_at_exit)

@@ -1,0 +1,185 @@
+"""Finding and loading libweft.so, and the ctypes prototypes of every function in weft.h.
+
+Search order (the first that exists wins; see README.md):
+
+1. ``WEFT_LIBRARY``: a path to the library file, or to a folder holding ``libweft.so``.
+   When set it is the only place tried: a bad value is an error, never a silent fallback.
+2. Next to the package: ``<package>/libweft.so`` (a wheel that bundles the library) and the
+   folder that holds the package.
+3. The build tree: ``$WEFT_BUILD_DIR/lib``, then ``<repo>/build/lib`` where ``<repo>`` is
+   ``../..`` from ``bindings/python`` (running from a checkout).
+4. The system's library path: ``ctypes.util.find_library("weft")``, then ``libweft.so.0``
+   and ``libweft.so`` through the dynamic loader (``LD_LIBRARY_PATH``, ``ld.so.cache``).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import pathlib
+import threading
+
+# The ABI version this binding was written against (WEFT_ABI_VERSION in weft.h).
+ABI_VERSION = 1
+UNIQUE_ID_BYTES = 128
+
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+_LIB_NAMES = ("libweft.so", "libweft.so.0")
+
+
+class LibraryNotFoundError(OSError):
+    """libweft.so could not be found or loaded; the message lists every place tried."""
+
+
+class weft_comm_config_t(ctypes.Structure):  # noqa: N801 (the C name)
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("timeout_ms", ctypes.c_int64),
+        ("transport", ctypes.c_int),
+        ("name", ctypes.c_char_p),
+        ("check_collectives", ctypes.c_int),
+    ]
+
+
+class weft_unique_id_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
+
+
+_status = ctypes.c_int
+_dtype = ctypes.c_int
+_op = ctypes.c_int
+_handle = ctypes.c_void_p
+_handle_p = ctypes.POINTER(ctypes.c_void_p)
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+_int_p = ctypes.POINTER(ctypes.c_int)
+_cfg_p = ctypes.POINTER(weft_comm_config_t)
+_uid_p = ctypes.POINTER(weft_unique_id_t)
+_vp = ctypes.c_void_p
+_sz = ctypes.c_size_t
+_int = ctypes.c_int
+
+# name: (restype, argtypes), in weft.h's order. Every function of weft.h is here.
+PROTOTYPES = {
+    "weft_status_string": (ctypes.c_char_p, [_status]),
+    "weft_last_error": (ctypes.c_char_p, []),
+    "weft_version": (_status, [_int_p, _int_p]),
+    "weft_get_unique_id": (_status, [_uid_p]),
+    "weft_comm_init": (_status, [_handle_p, _uid_p, _int, _int, _cfg_p]),
+    "weft_comm_init_from_env": (_status, [_handle_p, _cfg_p]),
+    "weft_comm_split": (_status, [_handle, _int, _int, _handle_p, _cfg_p]),
+    "weft_comm_dup": (_status, [_handle, _handle_p]),
+    "weft_comm_rank": (_status, [_handle, _int_p]),
+    "weft_comm_size": (_status, [_handle, _int_p]),
+    "weft_comm_local_rank": (_status, [_handle, _int_p]),
+    "weft_comm_local_size": (_status, [_handle, _int_p]),
+    "weft_comm_abort": (_status, [_handle]),
+    "weft_comm_destroy": (_status, [_handle]),
+    "weft_wait": (_status, [_handle]),
+    "weft_test": (_status, [_handle, _int_p]),
+    "weft_request_free": (_status, [_handle]),
+    # sendbuf, recvbuf, count, dtype, op, comm, stream, request
+    "weft_allreduce": (_status, [_vp, _vp, _sz, _dtype, _op, _handle, _vp, _handle_p]),
+    # buf, count, dtype, root, comm, stream, request
+    "weft_broadcast": (_status, [_vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    # sendbuf, recvbuf, count, dtype, op, root, comm, stream, request
+    "weft_reduce": (_status, [_vp, _vp, _sz, _dtype, _op, _int, _handle, _vp, _handle_p]),
+    # sendbuf, recvbuf, sendcount, dtype, comm, stream, request
+    "weft_allgather": (_status, [_vp, _vp, _sz, _dtype, _handle, _vp, _handle_p]),
+    # sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, comm, stream, request
+    "weft_allgatherv": (_status, [_vp, _sz, _vp, _size_p, _size_p, _dtype, _handle, _vp, _handle_p]),
+    # sendbuf, recvbuf, recvcount, dtype, op, comm, stream, request
+    "weft_reduce_scatter": (_status, [_vp, _vp, _sz, _dtype, _op, _handle, _vp, _handle_p]),
+    # sendbuf, recvbuf, count, dtype, comm, stream, request
+    "weft_alltoall": (_status, [_vp, _vp, _sz, _dtype, _handle, _vp, _handle_p]),
+    # sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, comm, stream, request
+    "weft_alltoallv": (_status, [_vp, _size_p, _size_p, _vp, _size_p, _size_p, _dtype, _handle, _vp, _handle_p]),
+    # sendbuf, recvbuf, count, dtype, root, comm, stream, request
+    "weft_gather": (_status, [_vp, _vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    "weft_scatter": (_status, [_vp, _vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    # comm, stream, request
+    "weft_barrier": (_status, [_handle, _vp, _handle_p]),
+    # buf, count, dtype, peer, comm, stream, request
+    "weft_send": (_status, [_vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    "weft_recv": (_status, [_vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    "weft_dtype_size": (_status, [_dtype, _size_p]),
+}
+
+
+def _candidates():
+    """(description, path-or-name) pairs to try, in order, and whether the list is exclusive."""
+    env = os.environ.get("WEFT_LIBRARY")
+    if env:
+        p = pathlib.Path(env)
+        if p.is_dir():
+            return [("WEFT_LIBRARY=%s" % env, str(p / n)) for n in _LIB_NAMES], True
+        return [("WEFT_LIBRARY", env)], True
+    out = []
+    for folder, what in ((_PACKAGE_DIR, "next to the package"), (_PACKAGE_DIR.parent, "next to the package")):
+        out += [(what, str(folder / n)) for n in _LIB_NAMES]
+    build_env = os.environ.get("WEFT_BUILD_DIR")
+    if build_env:
+        out += [("build tree ($WEFT_BUILD_DIR)", str(pathlib.Path(build_env) / "lib" / n)) for n in _LIB_NAMES]
+    repo = _PACKAGE_DIR.parent.parent.parent  # bindings/python/weft -> repository root
+    out += [("build tree", str(repo / "build" / "lib" / n)) for n in _LIB_NAMES]
+    found = ctypes.util.find_library("weft")
+    if found:
+        out.append(("system library path (ctypes.util.find_library)", found))
+    out += [("system library path (dynamic loader)", n) for n in ("libweft.so.0", "libweft.so")]
+    return out, False
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def _load():
+    tried = []
+    candidates, exclusive = _candidates()
+    for what, path in candidates:
+        is_file_path = os.sep in path
+        if is_file_path and not os.path.exists(path):
+            tried.append("%s: %s (no such file)" % (what, path))
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s: %s (%s)" % (what, path, e))
+            continue
+        missing = [n for n in PROTOTYPES if not hasattr(lib, n)]
+        if missing:
+            tried.append("%s: %s (not libweft: lacks %s)" % (what, path, ", ".join(missing[:3])))
+            continue
+        _declare(lib)
+        code, abi = ctypes.c_int(), ctypes.c_int()
+        lib.weft_version(ctypes.byref(code), ctypes.byref(abi))
+        if abi.value != ABI_VERSION:
+            tried.append("%s: %s (ABI version %d; this binding needs %d)" % (what, path, abi.value, ABI_VERSION))
+            continue
+        return lib, path
+    note = ("WEFT_LIBRARY is set, so no other place was tried" if exclusive
+            else "set WEFT_LIBRARY to the library's path, or build it with scripts/build")
+    raise LibraryNotFoundError("libweft.so could not be loaded (%s). Places tried, in order:\n  %s"
+                               % (note, "\n  ".join(tried)))
+
+
+_lock = threading.Lock()
+_lib = None
+_path = None
+
+
+def lib():
+    """The loaded library (loaded on first use)."""
+    global _lib, _path
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib, _path = _load()
+    return _lib
+
+
+def path():
+    """Where the loaded library came from."""
+    lib()
+    return _path

@@ -1,0 +1,612 @@
+"""torch.distributed backend "weft".
+
+``import weft.torch`` registers the backend; then ``torch.distributed.init_process_group("weft")``
+(or ``new_group(backend="weft")``) runs collectives on CPU tensors through libweft.so.
+
+How the backend gets its communicator (torch calls the creator with (store, rank, size, timeout)):
+
+* Under weftrun (WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR and WEFT_MASTER_PORT set) and for a
+  group that is the whole world (rank == WEFT_RANK, size == WEFT_WORLD_SIZE): weft's own store,
+  through ``weft.Comm.from_env()`` (weft_comm_init_from_env).
+* Otherwise (plain torchrun-style env, or a subgroup): the group's rank 0 starts a weft store with
+  ``weft.get_unique_id(port=0)`` (any free port; never torch's MASTER_PORT) and publishes the 128-byte
+  unique id under the key "weft_unique_id" in the group's torch store (a PrefixStore, so every
+  group has its own key); the other ranks read it and all call ``weft.Comm(uid, rank, size)``.
+  Other hosts reach the store at WEFT_MASTER_ADDR when set, else at rank 0's host name.
+
+The timeout given to init_process_group becomes the communicator's deadline for every blocking
+wait, unless WEFT_TIMEOUT is set in the environment (then that wins).
+
+Operations run in issue order on one worker thread per process group, which alone uses the
+communicator; each method returns at once a Work carrying a ``torch.futures.Future`` that the
+worker completes with the output tensors (or with the weft error, e.g. weft.Timeout).
+"""
+
+import atexit
+import collections
+import os
+import queue
+import threading
+import weakref
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import ProcessGroup, Work
+
+from . import _comm
+from ._buffers import Buffer, DType
+from ._errors import InvalidArgument, Unsupported
+
+BACKEND_NAME = "weft"
+
+_TORCH_DTYPES = {
+    torch.float64: DType.FLOAT64, torch.float32: DType.FLOAT32, torch.float16: DType.FLOAT16,
+    torch.bfloat16: DType.BFLOAT16, torch.int8: DType.INT8, torch.uint8: DType.UINT8,
+    torch.int32: DType.INT32, torch.int64: DType.INT64,
+}
+for _name, _dt in (("uint32", DType.UINT32), ("uint64", DType.UINT64)):  # torch >= 2.3
+    if hasattr(torch, _name):
+        _TORCH_DTYPES[getattr(torch, _name)] = _dt
+
+_RedOpType = dist.ReduceOp.RedOpType
+_OPS = {_RedOpType.SUM: _comm.Op.SUM, _RedOpType.PRODUCT: _comm.Op.PROD, _RedOpType.MIN: _comm.Op.MIN,
+        _RedOpType.MAX: _comm.Op.MAX}
+if hasattr(_RedOpType, "AVG"):
+    _OPS[_RedOpType.AVG] = _comm.Op.AVG
+
+
+def weft_op(op):
+    """weft.Op for a torch.distributed.ReduceOp (SUM, PRODUCT, MIN, MAX, AVG)."""
+    kind = getattr(op, "op", op)
+    try:
+        return _OPS[kind]
+    except (KeyError, TypeError):
+        raise Unsupported("reduce op %s is not supported by the weft backend (it has SUM, PRODUCT, MIN, MAX%s)"
+                          % (getattr(kind, "name", kind), ", AVG" if _RedOpType.AVG in _OPS else "")) from None
+
+
+def _check_tensor(t, what, reduce=False):
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgument("%s: expected a torch.Tensor, got %s" % (what, type(t).__name__))
+    if t.device.type != "cpu":
+        raise Unsupported("%s is on %s; the weft backend takes CPU tensors in this release" % (what, t.device))
+    if t.is_sparse:
+        raise Unsupported("%s is sparse; the weft backend takes dense tensors" % what)
+    if reduce and t.dtype not in _TORCH_DTYPES:
+        raise Unsupported("%s has dtype %s, which weft cannot reduce (it reduces %s)"
+                          % (what, t.dtype, ", ".join(str(d) for d in _TORCH_DTYPES)))
+
+
+def _one(tensors, what, reduce=False):
+    if len(tensors) != 1:
+        raise InvalidArgument("%s: the weft backend takes exactly one tensor per process, got %d"
+                              % (what, len(tensors)))
+    _check_tensor(tensors[0], what, reduce)
+    return tensors[0]
+
+
+def _view(t):
+    """A Buffer over a contiguous CPU tensor (untyped for dtypes weft lacks: moved as bytes)."""
+    return Buffer(t.data_ptr(), t.numel() * t.element_size(), t.element_size(), _TORCH_DTYPES.get(t.dtype),
+                  str(t.dtype), False, t)
+
+
+def _contig(t):
+    """(contiguous tensor to operate on, whether to copy it back into t afterwards)."""
+    if t.is_contiguous():
+        return t, False
+    return t.contiguous(), True
+
+
+def _flat(tensors):
+    return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.empty(0)
+
+
+def _scatter_into(flat, outputs):
+    off = 0
+    for o in outputs:
+        n = o.numel()
+        o.copy_(flat[off:off + n].view(o.shape))
+        off += n
+
+
+class _Pins:
+    """Keeps the Python half of Work objects alive while C++ may still call into them.
+
+    A Work handed to C++ (DDP's reducer, _broadcast_coalesced) loses its Python overrides
+    (wait, get_future) once the last Python reference goes, and the base C++ Work would then
+    wait forever. So each Work stays here until its operation has completed and someone has
+    called wait() or get_future() on it; completed Works nobody claimed stay among the last
+    `recent` ones."""
+
+    def __init__(self, recent=1024):
+        self.lock = threading.Lock()
+        self.live = set()
+        self.recent = collections.deque(maxlen=recent)
+
+
+class WeftWork(Work):
+    """Work whose get_future() is completed by the process group's worker thread."""
+
+    def __init__(self, future, pins):
+        super().__init__()
+        self._future = future
+        self._pins = pins
+        self._claimed = False
+        self._done = False
+        with pins.lock:
+            pins.live.add(self)
+
+    def _claim(self):
+        with self._pins.lock:
+            self._claimed = True
+            if self._done:
+                self._pins.live.discard(self)
+
+    def _completed(self):
+        with self._pins.lock:
+            self._done = True
+            self._pins.live.discard(self)
+            if not self._claimed:
+                self._pins.recent.append(self)
+
+    def wait(self, timeout=None):
+        """Blocks until done; raises the operation's error (e.g. weft.Timeout). Deadlines are
+        the communicator's (init_process_group's timeout or WEFT_TIMEOUT)."""
+        self._claim()
+        self._future.wait()
+        return True
+
+    def get_future(self):
+        self._claim()
+        return self._future
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:
+            return False
+        return True
+
+    def exception(self):
+        if not self._future.done():
+            return None
+        try:
+            self._future.value()
+        except Exception as e:
+            return e
+        return None
+
+    def result(self):
+        value = self._future.wait()
+        out = []
+        for v in value if isinstance(value, list) else [value]:
+            out.extend(v if isinstance(v, list) else [v])
+        return out
+
+    def synchronize(self):
+        pass
+
+    def source_rank(self):
+        raise Unsupported("the weft backend has no receive from any source")
+
+
+_STOP = object()
+
+
+def _worker_loop(jobs, comm):
+    while True:
+        item = jobs.get()
+        if item is _STOP:
+            break
+        fn, future, work = item
+        try:
+            value = fn()
+        except Exception as e:
+            future.set_exception(e)
+        else:
+            future.set_result(value)
+        work._completed()
+        del item, fn, future, work
+    comm.close()
+
+
+_live_groups = weakref.WeakSet()
+
+
+class ProcessGroupWeft(ProcessGroup):
+    """torch.distributed.ProcessGroup over a weft.Comm (see the module doc)."""
+
+    def __init__(self, comm, rank=None, size=None):
+        rank = comm.rank if rank is None else rank
+        size = comm.size if size is None else size
+        if (rank, size) != (comm.rank, comm.size):
+            raise InvalidArgument("process group rank %d of %d, but the weft communicator is rank %d of %d"
+                                  % (rank, size, comm.rank, comm.size))
+        super().__init__(rank, size)
+        self._comm = comm
+        self._pins = _Pins()
+        self._jobs = queue.SimpleQueue()
+        self._stopped = False
+        self._thread = threading.Thread(target=_worker_loop, args=(self._jobs, comm), daemon=True,
+                                        name="weft-pg-%d" % rank)
+        self._thread.start()
+        _live_groups.add(self)
+
+    @property
+    def comm(self):
+        """The weft.Comm (used by the worker thread; abort() is safe from any thread)."""
+        return self._comm
+
+    def getBackendName(self):  # noqa: N802 (the name c10d's C++ trampoline looks up)
+        return BACKEND_NAME
+
+    def abort(self):
+        """weft_comm_abort(): pending and later operations fail with weft.Aborted."""
+        self._comm.abort()
+
+    def shutdown(self, wait=True, timeout=None):
+        """Lets queued operations finish, stops the worker and closes the communicator."""
+        if not self._stopped:
+            self._stopped = True
+            self._jobs.put(_STOP)
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __del__(self):
+        try:
+            self.shutdown(wait=False)
+        except Exception:
+            pass
+
+    def _submit(self, fn):
+        if self._stopped:
+            raise InvalidArgument("the weft process group has been shut down")
+        future = torch.futures.Future()
+        work = WeftWork(future, self._pins)
+        self._jobs.put((fn, future, work))
+        return work
+
+    # ------------------------------------------------------------ collectives
+
+    def allreduce(self, tensors, opts=None):
+        op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        t = _one(tensors, "allreduce", reduce=True)
+        comm = self._comm
+
+        def run():
+            c, back = _contig(t)
+            comm.allreduce(_view(c), op=op)
+            if back:
+                t.copy_(c)
+            return tensors
+        return self._submit(run)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        for i, t in enumerate(tensors):
+            _check_tensor(t, "allreduce_coalesced tensor %d" % i, reduce=True)
+        comm = self._comm
+
+        def run():
+            for t in tensors:
+                c, back = _contig(t)
+                comm.allreduce(_view(c), op=op)
+                if back:
+                    t.copy_(c)
+            return tensors
+        return self._submit(run)
+
+    def broadcast(self, tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        t = _one(tensors, "broadcast")
+        comm = self._comm
+
+        def run():
+            c, back = _contig(t)
+            comm.broadcast(_view(c), root=root)
+            if back:
+                t.copy_(c)
+            return tensors
+        return self._submit(run)
+
+    def reduce(self, tensors, opts=None):
+        op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        root = opts.rootRank if opts is not None else 0
+        t = _one(tensors, "reduce", reduce=True)
+        comm = self._comm
+
+        def run():
+            c, back = _contig(t)
+            comm.reduce(_view(c), None, op=op, root=root)
+            if back and comm.rank == root:
+                t.copy_(c)
+            return tensors
+        return self._submit(run)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "allgather input")
+        if len(output_tensors) != 1 or len(output_tensors[0]) != self.size():
+            raise InvalidArgument("allgather: expected one output list of %d tensors" % self.size())
+        outs = output_tensors[0]
+        for i, o in enumerate(outs):
+            _check_tensor(o, "allgather output %d" % i)
+            if o.numel() != t.numel() or o.dtype != t.dtype:
+                raise InvalidArgument("allgather output %d is %s x %d; expected %s x %d like the input"
+                                      % (i, o.dtype, o.numel(), t.dtype, t.numel()))
+        comm, size = self._comm, self.size()
+
+        def run():
+            c, _ = _contig(t)
+            flat = torch.empty(size * c.numel(), dtype=c.dtype)
+            comm.allgather(_view(c), _view(flat))
+            _scatter_into(flat, outs)
+            return output_tensors
+        return self._submit(run)
+
+    def _allgather_base(self, output, input, opts=None):
+        _check_tensor(input, "all_gather_into_tensor input")
+        _check_tensor(output, "all_gather_into_tensor output")
+        if output.numel() != self.size() * input.numel() or output.dtype != input.dtype:
+            raise InvalidArgument("all_gather_into_tensor: output is %s x %d; expected %s x %d (size x input)"
+                                  % (output.dtype, output.numel(), input.dtype, self.size() * input.numel()))
+        comm = self._comm
+
+        def run():
+            ic, _ = _contig(input)
+            oc, back = _contig(output)
+            comm.allgather(_view(ic), _view(oc))
+            if back:
+                output.copy_(oc)
+            return [output]
+        return self._submit(run)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        out = _one(output_tensors, "reduce_scatter output", reduce=True)
+        if len(input_tensors) != 1 or len(input_tensors[0]) != self.size():
+            raise InvalidArgument("reduce_scatter: expected one input list of %d tensors" % self.size())
+        ins = input_tensors[0]
+        for i, x in enumerate(ins):
+            _check_tensor(x, "reduce_scatter input %d" % i)
+            if x.numel() != out.numel() or x.dtype != out.dtype:
+                raise InvalidArgument("reduce_scatter input %d is %s x %d; expected %s x %d like the output"
+                                      % (i, x.dtype, x.numel(), out.dtype, out.numel()))
+        comm = self._comm
+
+        def run():
+            send = _flat(ins)
+            oc, back = _contig(out)
+            comm.reduce_scatter(_view(send), _view(oc), op=op)
+            if back:
+                out.copy_(oc)
+            return output_tensors
+        return self._submit(run)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        _check_tensor(input, "reduce_scatter_tensor input", reduce=True)
+        _check_tensor(output, "reduce_scatter_tensor output", reduce=True)
+        if input.numel() != self.size() * output.numel() or output.dtype != input.dtype:
+            raise InvalidArgument("reduce_scatter_tensor: input is %s x %d; expected %s x %d (size x output)"
+                                  % (input.dtype, input.numel(), output.dtype, self.size() * output.numel()))
+        comm = self._comm
+
+        def run():
+            ic, _ = _contig(input)
+            oc, back = _contig(output)
+            comm.reduce_scatter(_view(ic), _view(oc), op=op)
+            if back:
+                output.copy_(oc)
+            return [output]
+        return self._submit(run)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        _check_tensor(input, "all_to_all_single input")
+        _check_tensor(output, "all_to_all_single output")
+        if input.dtype != output.dtype:
+            raise InvalidArgument("all_to_all_single: input is %s, output %s" % (input.dtype, output.dtype))
+        scounts = self._split_counts(input, input_split_sizes, "input")
+        rcounts = self._split_counts(output, output_split_sizes, "output")
+        if sum(scounts) > input.numel() or sum(rcounts) > output.numel():
+            raise InvalidArgument("all_to_all_single: split sizes exceed the tensors' first dimension")
+        comm = self._comm
+        equal = not output_split_sizes and not input_split_sizes
+
+        def run():
+            ic, _ = _contig(input)
+            oc, back = _contig(output)
+            if equal:
+                comm.alltoall(_view(ic), _view(oc))
+            else:
+                comm.alltoallv(_view(ic), scounts, _view(oc), rcounts)
+            if back:
+                output.copy_(oc)
+            return [output]
+        return self._submit(run)
+
+    def _split_counts(self, t, splits, what):
+        n = self.size()
+        if t.dim() == 0:
+            raise InvalidArgument("all_to_all_single %s must have at least one dimension" % what)
+        row = t.numel() // t.shape[0] if t.shape[0] else 0
+        if not splits:
+            if t.shape[0] % n:
+                raise InvalidArgument("all_to_all_single %s: first dimension %d does not split into %d equal parts"
+                                      % (what, t.shape[0], n))
+            return [t.shape[0] // n * row] * n
+        if len(splits) != n:
+            raise InvalidArgument("all_to_all_single %s_split_sizes has %d entries; expected %d"
+                                  % (what, len(splits), n))
+        return [int(s) * row for s in splits]
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        n = self.size()
+        if len(output_tensors) != n or len(input_tensors) != n:
+            raise InvalidArgument("all_to_all: expected %d input and %d output tensors, got %d and %d"
+                                  % (n, n, len(input_tensors), len(output_tensors)))
+        for i, t in enumerate(list(input_tensors) + list(output_tensors)):
+            _check_tensor(t, "all_to_all tensor %d" % i)
+            if t.dtype != input_tensors[0].dtype:
+                raise InvalidArgument("all_to_all: tensors have different dtypes (%s, %s)"
+                                      % (input_tensors[0].dtype, t.dtype))
+        comm = self._comm
+
+        def run():
+            send = _flat(input_tensors).to(input_tensors[0].dtype)
+            recv = torch.empty(sum(o.numel() for o in output_tensors), dtype=output_tensors[0].dtype)
+            comm.alltoallv(_view(send), [t.numel() for t in input_tensors], _view(recv),
+                           [o.numel() for o in output_tensors])
+            _scatter_into(recv, output_tensors)
+            return output_tensors
+        return self._submit(run)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        t = _one(input_tensors, "gather input")
+        is_root = self.rank() == root
+        outs = None
+        if is_root:
+            if len(output_tensors) != 1 or len(output_tensors[0]) != self.size():
+                raise InvalidArgument("gather: the root needs one output list of %d tensors" % self.size())
+            outs = output_tensors[0]
+            for i, o in enumerate(outs):
+                _check_tensor(o, "gather output %d" % i)
+                if o.numel() != t.numel() or o.dtype != t.dtype:
+                    raise InvalidArgument("gather output %d is %s x %d; expected %s x %d like the input"
+                                          % (i, o.dtype, o.numel(), t.dtype, t.numel()))
+        comm, size = self._comm, self.size()
+
+        def run():
+            c, _ = _contig(t)
+            if is_root:
+                flat = torch.empty(size * c.numel(), dtype=c.dtype)
+                comm.gather(_view(c), _view(flat), root=root)
+                _scatter_into(flat, outs)
+            else:
+                comm.gather(_view(c), None, root=root)
+            return output_tensors
+        return self._submit(run)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        root = opts.rootRank if opts is not None else 0
+        out = _one(output_tensors, "scatter output")
+        is_root = self.rank() == root
+        ins = None
+        if is_root:
+            if len(input_tensors) != 1 or len(input_tensors[0]) != self.size():
+                raise InvalidArgument("scatter: the root needs one input list of %d tensors" % self.size())
+            ins = input_tensors[0]
+            for i, x in enumerate(ins):
+                _check_tensor(x, "scatter input %d" % i)
+                if x.numel() != out.numel() or x.dtype != out.dtype:
+                    raise InvalidArgument("scatter input %d is %s x %d; expected %s x %d like the output"
+                                          % (i, x.dtype, x.numel(), out.dtype, out.numel()))
+        comm = self._comm
+
+        def run():
+            oc, back = _contig(out)
+            send = _view(_flat(ins).to(out.dtype)) if is_root else None
+            comm.scatter(send, _view(oc), root=root)
+            if back:
+                out.copy_(oc)
+            return output_tensors
+        return self._submit(run)
+
+    def barrier(self, opts=None):
+        comm = self._comm
+
+        def run():
+            comm.barrier()
+            return []
+        return self._submit(run)
+
+    # ------------------------------------------------------------ point-to-point
+
+    @staticmethod
+    def _check_tag(tag):
+        if tag:
+            raise Unsupported("tag=%d: weft matches messages between two ranks in issue order and has no tags; "
+                              "use tag 0" % tag)
+
+    def send(self, tensors, dstRank, tag=0):  # noqa: N803 (c10d's names)
+        self._check_tag(tag)
+        t = _one(tensors, "send")
+        comm = self._comm
+
+        def run():
+            c, _ = _contig(t)
+            comm.send(_view(c), dstRank)
+            return tensors
+        return self._submit(run)
+
+    def recv(self, tensors, srcRank, tag=0):  # noqa: N803
+        self._check_tag(tag)
+        t = _one(tensors, "recv")
+        comm = self._comm
+
+        def run():
+            c, back = _contig(t)
+            comm.recv(_view(c), srcRank)
+            if back:
+                t.copy_(c)
+            return tensors
+        return self._submit(run)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise Unsupported("the weft backend cannot receive from any source; pass src= to recv")
+
+
+# ---------------------------------------------------------------- the backend's creator
+
+UNIQUE_ID_KEY = "weft_unique_id"
+
+
+def _from_weftrun(rank, size):
+    env = os.environ
+    if not all(env.get(k) for k in ("WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_MASTER_ADDR", "WEFT_MASTER_PORT")):
+        return False
+    try:
+        return int(env["WEFT_RANK"]) == rank and int(env["WEFT_WORLD_SIZE"]) == size
+    except ValueError:
+        return False
+
+
+def make_comm(store, rank, size, timeout=None):
+    """The weft.Comm for a torch process group (see the module doc for the two ways)."""
+    if _from_weftrun(rank, size):
+        return _comm.Comm.from_env(timeout=timeout, name="torch")
+    if rank == 0:
+        uid = _comm.get_unique_id(port=0)
+        store.set(UNIQUE_ID_KEY, bytes(uid))
+    else:
+        uid = _comm.UniqueId(store.get(UNIQUE_ID_KEY))
+    return _comm.Comm(uid, rank, size, timeout=timeout, name="torch")
+
+
+def create_process_group(store, rank, size, timeout):
+    """The creator registered with torch.distributed.Backend.register_backend."""
+    deadline = None if os.environ.get("WEFT_TIMEOUT") else timeout
+    return ProcessGroupWeft(make_comm(store, rank, size, deadline), rank, size)
+
+
+def _register():
+    if BACKEND_NAME.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND_NAME, create_process_group)
+
+
+_register()
+
+
+@atexit.register
+def _shutdown_all():
+    for pg in list(_live_groups):
+        try:
+            pg.shutdown(wait=True, timeout=30)
+        except Exception:
+            pass
