@@ -207,7 +207,7 @@ weft_status_t weft_request_free(weft_request_t request);
  *  mismatch on the NCCL path). A build without CUDA treats every pointer as host memory, except
  *  that it refuses device memory when the process has the CUDA driver loaded.
  *
- * Streams (`stream` is a cudaStream_t; device memory only):
+ * Streams (`stream` is a CUDA stream handle passed as void *; device memory only):
  *  - NULL: the communicator's own stream, which is ordered after work queued earlier on the legacy
  *    default stream (work on other streams must be complete first); without a request the call
  *    returns when the work is complete.
