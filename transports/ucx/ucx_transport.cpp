@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include <cstdlib>
+
 #include "core/common/log.h"
 #include "core/common/status.h"
 
@@ -43,6 +45,12 @@ void recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* in
 UcxTransport::UcxTransport() {
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "config read");
+  // Same-host endpoints run without peer-failure mode (see connect()). UCX's CMA transport
+  // reads the peer's memory with process_vm_readv, and when the peer has died UCX treats the
+  // ESRCH as fatal and aborts this process. The other shared-memory transports only touch the
+  // shared segment, so a dead peer is merely silent and weft's liveness check reports it.
+  // Users who set UCX_TLS themselves get exactly what they asked for.
+  if (!std::getenv("UCX_TLS")) ucp_config_modify(config, "TLS", "^cma");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG;
