@@ -21,7 +21,6 @@ namespace weft {
 constexpr uint32_t kMaxCommId = 0xfffe;  // 0xffff carries failure notices (World)
 constexpr int kMaxRanks = 0x10000;
 constexpr uint32_t kP2PSequence = 0xffff;
-constexpr uint32_t kMaxStep = 0xffff;
 // Steps from here up belong to the WEFT_DEBUG=check argument exchange.
 constexpr uint32_t kCheckStepBase = 0xf000;
 

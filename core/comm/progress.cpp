@@ -89,11 +89,11 @@ void abandon(Comm& comm, const std::vector<Op*>& ops) {
   }
 }
 
-[[noreturn]] void fail_wait(Comm& comm, const std::vector<Op*>& ops, Status status, const std::string& message,
-                            bool breaks_comm) {
+// Every failed wait leaves the message stream out of step, so it also breaks the communicator.
+[[noreturn]] void fail_wait(Comm& comm, const std::vector<Op*>& ops, Status status, const std::string& message) {
   abandon(comm, ops);
   Error e(status, message);
-  if (breaks_comm) comm.mark_broken(e);
+  comm.mark_broken(e);
   throw e;
 }
 
@@ -113,8 +113,7 @@ void abandon(Comm& comm, const std::vector<Op*>& ops) {
   world.report_failure(cause);
   fail_wait(comm, ops, Status::remote,
             format("%s: rank %d (%s) died or lost its connection (seen here as: %s)", subject_text(comm, subject).c_str(),
-                   comm_rank_of_world(comm, cause), world.describe_rank(cause).c_str(), symptom.c_str()),
-            true);
+                   comm_rank_of_world(comm, cause), world.describe_rank(cause).c_str(), symptom.c_str()));
 }
 
 }  // namespace
@@ -136,8 +135,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
         if (op->error.find("truncated") != std::string::npos) {
           fail_wait(comm, ops, Status::mismatch,
                     format("%s: rank %d sent more than the %zu bytes expected", subject_text(comm, subject).c_str(),
-                           peer, op->bytes),
-                    true);
+                           peer, op->bytes));
         }
         fail_remote(comm, ops, subject, op->peer,
                     format("%s with rank %d failed: %s", op->is_recv ? "receive" : "send", peer, op->error.c_str()));
@@ -145,8 +143,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
       if (op->is_recv && op->received != op->bytes) {
         fail_wait(comm, ops, Status::mismatch,
                   format("%s: rank %d sent %zu bytes but %zu were expected", subject_text(comm, subject).c_str(),
-                         comm_rank_of_world(comm, op->peer), op->received, op->bytes),
-                  true);
+                         comm_rank_of_world(comm, op->peer), op->received, op->bytes));
       }
     }
     if (all_done) return;
@@ -161,7 +158,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
     // Nothing moved: the slow checks, then back off.
     if (comm.aborted()) {
       fail_wait(comm, ops, Status::aborted,
-                format("%s: aborted by weft_comm_abort", subject_text(comm, subject).c_str()), true);
+                format("%s: aborted by weft_comm_abort", subject_text(comm, subject).c_str()));
     }
     for (Op* op : ops) {
       if (!op->finished() && comm.world().peer_dead(op->peer)) {
@@ -172,8 +169,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
     if (deadline.expired()) {
       fail_wait(comm, ops, Status::timeout,
                 format("%s: timed out after %lld ms; not heard from rank(s) %s", subject_text(comm, subject).c_str(),
-                       static_cast<long long>(deadline.budget().count()), describe_stall(comm, ops).c_str()),
-                true);
+                       static_cast<long long>(deadline.budget().count()), describe_stall(comm, ops).c_str()));
     }
     if (idle < kSpinRounds + kYieldRounds) {
       sched_yield();
