@@ -12,7 +12,16 @@ if(NOT WEFT_WITH_CUDA_ENABLED)
   return()
 endif()
 
-include(${CMAKE_SOURCE_DIR}/kernels/cuda/kernels.cmake)
+# WEFT_CUDART: the CUDA runtime transports/nccl and the GPU tests link. In an emulated build
+# (WEFT_CUDA_EMULATION) that is tests/cuda_emulator, and kernels/cuda's entry points run the
+# CPU twins on the emulator's streams.
+if(WEFT_CUDA_EMULATION)
+  set(WEFT_CUDART weft_cuda_emu)
+  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/tests/cuda_emulator/kernels_on_cpu.cpp)
+else()
+  set(WEFT_CUDART CUDA::cudart_static)
+  include(${CMAKE_SOURCE_DIR}/kernels/cuda/kernels.cmake)
+endif()
 
 file(GLOB WEFT_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/transports/nccl/*.cpp)
 list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/host_only\\.cpp$")
@@ -21,8 +30,15 @@ if(NOT WEFT_WITH_NCCL_ENABLED)
 endif()
 target_sources(weft_internal PRIVATE ${WEFT_DEVICE_SOURCES})
 target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_CUDA=1)
-target_link_libraries(weft_internal PUBLIC CUDA::cudart_static ${CMAKE_DL_LIBS})
-if(WEFT_WITH_NCCL_ENABLED)
+target_link_libraries(weft_internal PUBLIC ${WEFT_CUDART} ${CMAKE_DL_LIBS})
+if(WEFT_CUDA_EMULATION)
+  # NCCL is the stand-in (tests/cuda_emulator/fake_nccl.cpp) unless WEFT_NCCL_LIBRARY says otherwise.
+  target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1)
+  if(TARGET weft_fake_nccl)
+    target_compile_definitions(weft_internal PRIVATE WEFT_NCCL_BUILD_LIBRARY="$<TARGET_FILE:weft_fake_nccl>")
+  endif()
+  target_include_directories(weft_internal SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
+elseif(WEFT_WITH_NCCL_ENABLED)
   get_filename_component(_nccl_real ${NCCL_LIBRARY} REALPATH)
   get_filename_component(_nccl_dir ${_nccl_real} DIRECTORY)
   target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1
