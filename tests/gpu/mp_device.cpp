@@ -247,6 +247,34 @@ void ring_p2p(size_t n, cudaStream_t a, cudaStream_t b) {
   }
 }
 
+// Uneven point-to-point, as a pipeline has: rank 0 sends to rank 1, the others stay out. Then
+// every rank runs a host-memory and a device collective: point-to-point must not have moved
+// the two ranks' collective sequence ahead of the others' (they would never match again).
+void uneven_p2p_then_collectives(size_t n, cudaStream_t stream) {
+  if (g_size < 2) return;
+  std::vector<float> data(n, 5.0f), got(n, 0.0f);
+  void* d = nullptr;
+  cudaMalloc(&d, n * 4 + 1);
+  cudaMemcpy(d, data.data(), n * 4, cudaMemcpyHostToDevice);
+  weft_status_t st = WEFT_OK;
+  if (g_rank == 0) st = weft_send(d, n, WEFT_FLOAT32, 1, g_comm, stream, nullptr);
+  if (g_rank == 1) st = weft_recv(d, n, WEFT_FLOAT32, 0, g_comm, stream, nullptr);
+  int host_value = 1, host_sum = 0;
+  if (st == WEFT_OK) st = weft_allreduce(&host_value, &host_sum, 1, WEFT_INT32, WEFT_SUM, g_comm, nullptr, nullptr);
+  if (st == WEFT_OK) st = weft_allreduce(d, d, n, WEFT_FLOAT32, WEFT_SUM, g_comm, stream, nullptr);
+  if (st == WEFT_OK) st = cudaStreamSynchronize(stream) == cudaSuccess ? WEFT_OK : WEFT_ERR_INTERNAL;
+  cudaMemcpy(got.data(), d, n * 4, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  // Every rank holds 5.0 (rank 1 received rank 0's 5.0s), so the device sum is 5 * size.
+  const bool ok = st == WEFT_OK && host_sum == g_size &&
+                  std::all_of(got.begin(), got.end(), [](float x) { return x == 5.0f * static_cast<float>(g_size); });
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: uneven send/recv then collectives (%zu floats) failed: %s\n", g_rank, n,
+                 st != WEFT_OK ? weft_last_error() : "wrong data");
+    ++g_failures;
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -282,6 +310,7 @@ int main() {
       }
     }
     if (n) ring_p2p(n, stream, other);
+    if (n) uneven_p2p_then_collectives(n, stream);
   }
   weft_status_t st = weft_barrier(g_comm, stream, nullptr);
   if (st != WEFT_OK) {

@@ -49,11 +49,17 @@ class Pending {
 class Launch;
 using DeviceWork = std::function<void(Launch&)>;
 
+// What a device operation is to the communicator's sequence numbers: a collective takes the
+// next one on every rank (its WEFT_DEBUG=check exchange and the host path's tags use it);
+// point-to-point involves two ranks only, so it must not take one (the other ranks' numbers
+// would fall out of step and their next host collective would never match).
+enum class DeviceOp { collective, point_to_point };
+
 // Runs `work` in issue order with the communicator's other operations (its executor), on
 // `stream` or, when stream is NULL, on the communicator's own stream. Returns a Pending when
 // want_request, else nullptr after the work is queued on a user stream (stream-ordered, as
 // NCCL) or complete (NULL stream: the call waits, with the NCCL watchdog).
-std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* operation, void* stream,
+std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* operation, DeviceOp kind, void* stream,
                                 bool want_request, DeviceWork work);
 
 // The collectives of core/collectives/collectives.h on device buffers, with the same argument

@@ -61,7 +61,8 @@ Route route(Comm&, void* stream, std::initializer_list<BufferRef> buffers) {
   return Route::host;
 }
 
-std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>&, const char* operation, void*, bool, DeviceWork) {
+std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>&, const char* operation, DeviceOp, void*, bool,
+                                DeviceWork) {
   unreachable(operation);
 }
 

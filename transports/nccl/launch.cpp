@@ -23,17 +23,17 @@
 
 namespace weft::gpu {
 
-Launch::Launch(Comm& comm, DeviceContext& ctx, void* user_stream, const char* operation)
+Launch::Launch(Comm& comm, DeviceContext& ctx, void* user_stream, const char* operation, DeviceOp kind)
     : comm_(comm),
       ctx_(ctx),
       stream_(user_stream ? static_cast<cudaStream_t>(user_stream) : ctx.stream()),
       internal_(user_stream == nullptr),
       operation_(operation) {
-  if (ctx.nccl()) channel_.emplace(comm, operation, "nccl");
+  if (ctx.nccl() && kind == DeviceOp::collective) channel_.emplace(comm, operation, "nccl");
 }
 
 DeviceSubject Launch::subject() const {
-  return {operation_, channel_ ? "nccl" : "staged", channel_ ? channel_->sequence() : kNoSequence};
+  return {operation_, ctx_.nccl() ? "nccl" : "staged", channel_ ? channel_->sequence() : kNoSequence};
 }
 
 void Launch::check(coll::CallSignature sig) {
@@ -96,16 +96,16 @@ class TaskPending final : public Pending {
 
 }  // namespace
 
-std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* operation, void* stream,
+std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* operation, DeviceOp kind, void* stream,
                                 bool want_request, DeviceWork work) {
   DeviceContext& ctx = require_context(*comm, operation);
   comm->throw_if_unusable();
   if (!ctx.nccl() && want_request) {
     // Staging is driven by the host: run it on the executor's thread.
-    auto task = comm->executor().submit([comm, &ctx, operation, stream, work = std::move(work)] {
+    auto task = comm->executor().submit([comm, &ctx, operation, kind, stream, work = std::move(work)] {
       comm->throw_if_unusable();
       DeviceGuard guard(ctx.device());
-      Launch l(*comm, ctx, stream, operation);
+      Launch l(*comm, ctx, stream, operation, kind);
       work(l);
     });
     return std::make_shared<TaskPending>(std::move(task));
@@ -114,7 +114,7 @@ std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>& comm, const char* o
   comm->executor().run_blocking([&] {
     comm->throw_if_unusable();
     DeviceGuard guard(ctx.device());
-    Launch l(*comm, ctx, stream, operation);
+    Launch l(*comm, ctx, stream, operation, kind);
 #if WEFT_HAVE_NCCL
     // An earlier stream-ordered operation may have failed since: report it now.
     if (NcclComm* n = l.nccl()) n->check(*comm, l.subject());

@@ -11,6 +11,7 @@
 
 #include "core/collectives/arg_check.h"
 #include "core/comm/channel.h"
+#include "transports/nccl/device_api.h"
 #include "transports/nccl/device_context.h"
 #include "transports/nccl/subject.h"
 
@@ -18,8 +19,9 @@ namespace weft::gpu {
 
 class Launch {
  public:
-  // The device must be current (launch() holds a DeviceGuard).
-  Launch(Comm& comm, DeviceContext& ctx, void* user_stream, const char* operation);
+  // The device must be current (launch() holds a DeviceGuard). A collective on the NCCL path
+  // takes a Channel (the next sequence number); point-to-point does not (device_api.h).
+  Launch(Comm& comm, DeviceContext& ctx, void* user_stream, const char* operation, DeviceOp kind);
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 

@@ -106,7 +106,7 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, bool is_send, vo
   // To itself a rank goes staged: NCCL pairs a send and a receive to self only inside one group,
   // which two separate weft calls are not.
   if (ctx.nccl() && peer != comm->rank()) {
-    return launch(comm, what, stream, want_request,
+    return launch(comm, what, DeviceOp::point_to_point, stream, want_request,
                   [=](Launch& l) { nccl_path::p2p(l, is_send, buf, bytes, peer); });
   }
 #endif
