@@ -193,24 +193,36 @@ PinnedBuffer PinnedPool::take(size_t bytes) {
       return b;
     }
   }
-  // Round up so that slowly growing sizes do not allocate every time.
+  // Round up so that slowly growing sizes do not allocate every time: to a power of two up to
+  // 64 MiB, then to a multiple of 64 MiB (so a huge request pins at most 64 MiB more than asked).
+  constexpr size_t kStep = size_t{64} << 20;
   size_t cap = 4096;
-  while (cap < bytes && cap < (size_t{1} << 40)) cap *= 2;
-  if (cap < bytes) cap = bytes;
+  while (cap < bytes && cap < kStep) cap *= 2;
+  if (cap < bytes) cap = (bytes + kStep - 1) / kStep * kStep;
   return PinnedBuffer(cap);
 }
 
 void PinnedPool::give(PinnedBuffer b) {
   if (!b.data()) return;
+  // Pinned memory is locked out of the host's reach: keep at most 8 buffers and 512 MiB, giving
+  // the largest back first (a few huge staged messages must not stay pinned for good).
+  constexpr size_t kMaxBuffers = 8;
+  constexpr size_t kMaxBytes = size_t{512} << 20;
+  std::vector<PinnedBuffer> freed;  // released after the lock
   std::lock_guard<std::mutex> lock(mutex_);
   free_.push_back(std::move(b));
-  // Keep a handful; the largest are the most useful.
-  if (free_.size() > 8) {
-    size_t smallest = 0;
+  size_t total = 0;
+  for (const PinnedBuffer& p : free_) total += p.size();
+  while (!free_.empty() && (free_.size() > kMaxBuffers || total > kMaxBytes)) {
+    size_t victim = 0;
     for (size_t i = 1; i < free_.size(); ++i) {
-      if (free_[i].size() < free_[smallest].size()) smallest = i;
+      // Over the byte cap the largest goes; over the count cap the smallest (least useful).
+      const bool larger = free_[i].size() > free_[victim].size();
+      if (total > kMaxBytes ? larger : !larger && free_[i].size() != free_[victim].size()) victim = i;
     }
-    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(smallest));
+    total -= free_[victim].size();
+    freed.push_back(std::move(free_[victim]));
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(victim));
   }
 }
 

@@ -23,11 +23,13 @@ DeviceContext::DeviceContext(int device_count) : device_count_(device_count) {
 }
 
 DeviceContext::~DeviceContext() {
-  // NCCL first: finalizing flushes work that may still use the streams and buffers below.
-  nccl_.reset();
-  if (device_ < 0 || (!tiny_ && !stream_)) return;
+  if (device_ < 0) return;
   try {
+    // With the communicator's device current: NCCL restores "the current device" with its own
+    // runtime, which on a thread without one would make a context on GPU 0.
     DeviceGuard guard(device_);
+    // NCCL first: finalizing flushes work that may still use the streams and buffers below.
+    nccl_.reset();
     if (tiny_) cudaFree(tiny_);
     if (stream_) cudaStreamDestroy(stream_);
     cudaGetLastError();

@@ -58,12 +58,17 @@ class EventPending final : public Pending {
   }
   ~EventPending() override { ctx_.events().give(event_); }
 
+  // On the user's thread (weft_test / weft_wait): the device guard keeps an abort or a failure
+  // from making NCCL or CUDA calls with another device (or none) current.
   bool test() override {
-    if (!done_) done_ = event_done(*comm_, ctx_, event_, what_);
+    if (done_) return true;
+    DeviceGuard guard(ctx_.device());
+    done_ = event_done(*comm_, ctx_, event_, what_);
     return done_;
   }
   void wait() override {
     if (done_) return;
+    DeviceGuard guard(ctx_.device());
     wait_event(*comm_, ctx_, event_, what_);
     done_ = true;
   }

@@ -7,7 +7,8 @@
 # linked at all but loaded with dlopen when a communicator is created (nccl_lib.h says why);
 # the library found here is only the last place searched.
 if(NOT WEFT_WITH_CUDA_ENABLED)
-  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/transports/nccl/host_only.cpp)
+  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/transports/nccl/host_only.cpp
+                                       ${CMAKE_SOURCE_DIR}/transports/nccl/driver_probe.cpp)
   target_link_libraries(weft_internal PUBLIC ${CMAKE_DL_LIBS})
   return()
 endif()
@@ -33,10 +34,8 @@ target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_CUDA=1)
 target_link_libraries(weft_internal PUBLIC ${WEFT_CUDART} ${CMAKE_DL_LIBS})
 if(WEFT_CUDA_EMULATION)
   # NCCL is the stand-in (tests/cuda_emulator/fake_nccl.cpp) unless WEFT_NCCL_LIBRARY says otherwise.
-  target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1)
-  if(TARGET weft_fake_nccl)
-    target_compile_definitions(weft_internal PRIVATE WEFT_NCCL_BUILD_LIBRARY="$<TARGET_FILE:weft_fake_nccl>")
-  endif()
+  target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1
+    PRIVATE WEFT_NCCL_SYSTEM_LIBRARY="$<TARGET_FILE:weft_fake_nccl>")
   target_include_directories(weft_internal SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
 elseif(WEFT_WITH_NCCL_ENABLED)
   get_filename_component(_nccl_real ${NCCL_LIBRARY} REALPATH)

@@ -87,7 +87,12 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string*
                                       (handle ? format(" (%s)", api->GetLastError(handle)) : std::string())
                                 : "ncclCommInitRankConfig: " + stopped;
   }
-  coll::allreduce(comm, &ok, &ok, 1, DType::i64, ReduceOp::min);
+  try {
+    coll::allreduce(comm, &ok, &ok, 1, DType::i64, ReduceOp::min);
+  } catch (...) {
+    if (handle) api->CommAbort(handle);  // the host path failed (abort, timeout): nothing will use it
+    throw;
+  }
   if (!ok) {
     if (handle) api->CommAbort(handle);
     *why = local_why.empty() ? "NCCL initialisation failed on another rank" : local_why;
@@ -97,20 +102,27 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string*
 }
 
 NcclComm::~NcclComm() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!handle_) return;
   // Finalize flushes what this rank issued; a communicator that does not get there within the
   // deadline (a peer gone, work that never completes) is aborted instead, so destroy never hangs.
-  ncclResult_t r = api_.CommFinalize(handle_);
+  // The lock is held per call, not across the wait: abort() from another thread (weft_comm_abort)
+  // must get through at once, and then leaves nothing to finalize.
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!handle_) return;
+    r = api_.CommFinalize(handle_);
+  }
   if (r == ncclSuccess || r == ncclInProgress) {
     Deadline deadline(timeout_);
     Backoff backoff;
-    ncclResult_t state = ncclInProgress;
-    while (api_.CommGetAsyncError(handle_, &state) == ncclSuccess && state == ncclInProgress && !deadline.expired()) {
+    for (;;) {
+      r = async_error();
+      if (r != ncclInProgress || deadline.expired()) break;
       backoff.pause();
     }
-    r = state;
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!handle_) return;  // aborted meanwhile
   if (r == ncclSuccess) {
     api_.CommDestroy(handle_);
   } else {

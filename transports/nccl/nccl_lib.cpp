@@ -11,6 +11,11 @@
 #ifndef WEFT_NCCL_BUILD_LIBRARY
 #define WEFT_NCCL_BUILD_LIBRARY ""
 #endif
+// The name looked up on the library path. A CUDA-emulated build (tests/cuda_emulator) names its
+// stand-in here, so that the real NCCL (which would need a real GPU) is never loaded by mistake.
+#ifndef WEFT_NCCL_SYSTEM_LIBRARY
+#define WEFT_NCCL_SYSTEM_LIBRARY "libnccl.so.2"
+#endif
 
 namespace weft::gpu {
 namespace {
@@ -34,7 +39,7 @@ Loaded load() {
   Loaded out;
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("WEFT_NCCL_LIBRARY"); env && *env) candidates.emplace_back(env);
-  candidates.emplace_back("libnccl.so.2");
+  candidates.emplace_back(WEFT_NCCL_SYSTEM_LIBRARY);
   if (*WEFT_NCCL_BUILD_LIBRARY) candidates.emplace_back(WEFT_NCCL_BUILD_LIBRARY);
   void* lib = nullptr;
   std::string tried;

@@ -3,17 +3,25 @@
 #include "transports/nccl/cuda_util.h"
 #include "transports/nccl/device_api.h"
 #include "transports/nccl/device_context.h"
+#include "transports/nccl/driver_probe.h"
 
 namespace weft::gpu {
 namespace {
 
-// A user stream must belong to the communicator's GPU. The special handles (legacy and
-// per-thread default streams) name "the current device's", which is the communicator's while
-// weft works on it.
+// A user stream must belong to the communicator's GPU. The legacy default stream's handle names
+// "the current device's", which is the communicator's while weft works on it. The per-thread
+// default stream's handle names the calling thread's stream, but weft may issue the work from
+// its executor's thread (a request, or a call queued behind asynchronous ones), where the same
+// handle is another stream: refused, rather than silently unordered.
 void check_stream(const DeviceContext& ctx, void* stream) {
   if (!stream) return;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (s == cudaStreamLegacy || s == cudaStreamPerThread) return;
+  if (s == cudaStreamPerThread) {
+    fail(Status::invalid_argument,
+         "stream is cudaStreamPerThread, which names a different stream on weft's own thread; pass the stream "
+         "itself (a created stream) or NULL");
+  }
+  if (s == cudaStreamLegacy) return;
   int dev = -1;
   cudaError_t err = cudaStreamGetDevice(s, &dev);
   if (err != cudaSuccess) {
@@ -33,7 +41,15 @@ void check_stream(const DeviceContext& ctx, void* stream) {
 Route route(Comm& comm, void* stream, std::initializer_list<BufferRef> buffers) {
   const DeviceContext* ctx = context_of(comm);
   if (!ctx || !ctx->has_devices()) {
-    // No GPU in this process: no pointer can be device memory.
+    // weft's CUDA runtime sees no GPU. The application may still hold device memory (its own
+    // runtime may work where weft's does not, e.g. on a driver too old for weft's CUDA): ask the
+    // driver, so such a pointer is refused rather than dereferenced by the host path.
+    for (const BufferRef& b : buffers) {
+      if (b.ptr && b.bytes && driver_says_device_memory(b.ptr)) {
+        fail(Status::unsupported, "%s (%p) is CUDA device memory, but weft's CUDA runtime cannot use any GPU (%s)",
+             b.name, b.ptr, ctx ? ctx->why_no_device().c_str() : "no device state");
+      }
+    }
     if (stream) {
       fail(Status::unsupported,
            "stream is not NULL, but this process has no CUDA device (%s); host memory takes no stream: pass NULL",

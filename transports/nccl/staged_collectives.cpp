@@ -23,6 +23,8 @@
 namespace weft::gpu::staged {
 namespace {
 
+constexpr size_t kMaxCopyPitch = (size_t{1} << 31) - 1;
+
 // The copy engine's view of one chunked reduction: per chunk, a (possibly strided) copy from
 // the device into a pinned slot, the host collective on the slot, a copy back.
 struct ChunkPlan {
@@ -148,9 +150,16 @@ void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, D
   // Chunk c: elements [c * elems, + len) of every rank's block, packed block after block.
   auto fill = [&](size_t c) {
     db.fill(c, [&](char* slot, cudaStream_t s) {
-      const size_t len = plan.len(c) * elem;
-      return cudaMemcpy2DAsync(slot, len, at(send, c * plan.elems * elem), recvcount * elem, len, n,
-                               cudaMemcpyDeviceToHost, s);
+      const size_t len = plan.len(c) * elem, pitch = recvcount * elem;
+      const char* first = at(send, c * plan.elems * elem);
+      // A 2D copy's pitch is limited (cudaDevAttrMaxPitch, 2^31 - 1 bytes on current GPUs):
+      // blocks of 2 GiB and more are copied one by one.
+      if (pitch <= kMaxCopyPitch) return cudaMemcpy2DAsync(slot, len, first, pitch, len, n, cudaMemcpyDeviceToHost, s);
+      for (size_t b = 0; b < n; ++b) {
+        cudaError_t err = cudaMemcpyAsync(slot + b * len, first + b * pitch, len, cudaMemcpyDeviceToHost, s);
+        if (err != cudaSuccess) return err;
+      }
+      return cudaSuccess;
     });
   };
   fill(0);

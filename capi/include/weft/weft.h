@@ -214,6 +214,8 @@ weft_status_t weft_request_free(weft_request_t request);
  *  - a stream, no request: stream-ordered, as NCCL: the call returns once the work is queued
  *    (staged calls return when it is complete); later work on the stream sees the results.
  *  - with a request: it completes when the stream reaches the end of the work.
+ *  - cudaStreamPerThread is refused (WEFT_ERR_INVALID_ARGUMENT): weft may issue work from its own
+ *    thread, where that handle names another stream. The legacy default stream's handle is fine.
  *  Every wait for device work (a NULL-stream call, weft_wait, weft_request_free) watches NCCL for
  *  errors and, at the communicator's deadline, aborts it: WEFT_ERR_TIMEOUT names the operation
  *  and its sequence number (NCCL itself never times out). A stream-ordered call that fails later

@@ -1,0 +1,25 @@
+# The stand-in NCCL (fake_nccl.cpp says what it models): libweft_fake_nccl.so, loaded by weft
+# as its NCCL in an emulated build (transports/nccl/nccl.cmake; WEFT_NCCL_LIBRARY overrides).
+# Included by emulator.cmake, after weft_cuda_emu.
+add_library(weft_fake_nccl SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_nccl.cpp)
+# Types and signatures come from the real nccl.h; half/bfloat16/fp8 codecs from kernels/cpu
+# (header-only codecs.h, so no weft sources are compiled in).
+target_include_directories(weft_fake_nccl PRIVATE ${CMAKE_SOURCE_DIR})
+target_include_directories(weft_fake_nccl SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
+target_link_libraries(weft_fake_nccl PRIVATE weft_cuda_emu Threads::Threads)
+target_compile_options(weft_fake_nccl PRIVATE -O2)
+target_link_options(weft_fake_nccl PRIVATE -Wl,--no-undefined)
+
+if(WEFT_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+  add_executable(weft_test_fake_nccl ${CMAKE_CURRENT_LIST_DIR}/test_fake_nccl.cpp)
+  target_include_directories(weft_test_fake_nccl PRIVATE ${CMAKE_SOURCE_DIR})
+  target_include_directories(weft_test_fake_nccl SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
+  # The test calls the fake directly (linked, not dlopened): the same symbols weft binds.
+  target_link_libraries(weft_test_fake_nccl PRIVATE weft_fake_nccl weft_cuda_emu GTest::gtest GTest::gtest_main)
+  # Two emulated devices, so two threads can act as two ranks. (One variable only:
+  # gtest_discover_tests does not pass a list through PROPERTIES.)
+  gtest_discover_tests(weft_test_fake_nccl DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 120 LABELS emulator ENVIRONMENT WEFT_EMU_DEVICES=2)
+endif()
