@@ -241,11 +241,13 @@ void ring_p2p_batch(size_t n, Mode mode, cudaStream_t stream) {
   cudaMemcpy(d[2], to_self.data(), bytes, cudaMemcpyHostToDevice);
   for (int k = 3; k < 6; ++k) cudaMemset(d[k], 0, bytes);
   cudaDeviceSynchronize();
+  // Per direction the order is next, prev, self, so that with 1 or 2 ranks (where those are the
+  // same peer) the messages still pair up as intended (issue order per pair and direction).
   const weft_p2p_op_t ops[6] = {{WEFT_P2P_RECV, d[3], n, WEFT_FLOAT32, prev},
                                 {WEFT_P2P_SEND, d[0], n, WEFT_FLOAT32, next},
-                                {WEFT_P2P_SEND, d[2], n, WEFT_FLOAT32, g_rank},
                                 {WEFT_P2P_SEND, d[1], n, WEFT_FLOAT32, prev},
                                 {WEFT_P2P_RECV, d[4], n, WEFT_FLOAT32, next},
+                                {WEFT_P2P_SEND, d[2], n, WEFT_FLOAT32, g_rank},
                                 {WEFT_P2P_RECV, d[5], n, WEFT_FLOAT32, g_rank}};
   weft_request_t req = nullptr;
   void* s = mode == Mode::null_stream ? nullptr : stream;
