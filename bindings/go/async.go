@@ -7,6 +7,7 @@ package weft
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 )
@@ -390,4 +391,87 @@ func RecvAsync[T Element](c *Comm, buf []T, peer int) (*Request, error) {
 	return c.start(s, func(req *C.weft_request_t) C.weft_status_t {
 		return C.weft_recv(p, sz(len(buf)), dt[T](), C.int(peer), c.h, nil, req)
 	})
+}
+
+// P2POp is one operation of P2PBatch / P2PBatchAsync, made by P2PSend or P2PRecv.
+type P2POp struct {
+	kind  C.weft_p2p_kind_t
+	count int
+	dtype C.weft_dtype_t
+	peer  int
+	stage func(s *staging) unsafe.Pointer
+}
+
+// P2PSend is a batch operation sending buf to peer (buf is copied when the batch starts).
+func P2PSend[T Element](buf []T, peer int) P2POp {
+	return P2POp{kind: C.WEFT_P2P_SEND, count: len(buf), dtype: dt[T](), peer: peer,
+		stage: func(s *staging) unsafe.Pointer { return stageIn(s, buf) }}
+}
+
+// P2PRecv is a batch operation receiving len(buf) elements from peer (buf is filled when the
+// batch completes).
+func P2PRecv[T Element](buf []T, peer int) P2POp {
+	return P2POp{kind: C.WEFT_P2P_RECV, count: len(buf), dtype: dt[T](), peer: peer,
+		stage: func(s *staging) unsafe.Pointer { return stageOut(s, buf) }}
+}
+
+// stageBatch checks the peers and builds the weft_p2p_op_t array in C memory. Every buffer is
+// staged through C memory: cgo forbids handing C an array that holds Go pointers (and this
+// module supports Go releases without runtime.Pinner).
+func (c *Comm) stageBatch(s *staging, ops []P2POp) (*C.weft_p2p_op_t, error) {
+	for i, o := range ops {
+		if err := c.checkRoot(o.peer, fmt.Sprintf("ops[%d].peer", i)); err != nil {
+			return nil, err
+		}
+	}
+	var z C.weft_p2p_op_t
+	p := s.alloc(uintptr(len(ops)) * unsafe.Sizeof(z))
+	if p == nil {
+		return nil, nil
+	}
+	arr := unsafe.Slice((*C.weft_p2p_op_t)(p), len(ops))
+	for i, o := range ops {
+		arr[i] = C.weft_p2p_op_t{kind: o.kind, buf: o.stage(s), count: sz(o.count), dtype: o.dtype, peer: C.int(o.peer)}
+	}
+	return (*C.weft_p2p_op_t)(p), nil
+}
+
+// P2PBatchAsync starts a P2PBatch; receive buffers are filled by Wait.
+func P2PBatchAsync(c *Comm, ops []P2POp) (*Request, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	s := &staging{}
+	arr, err := c.stageBatch(s, ops)
+	if err != nil {
+		s.free()
+		return nil, err
+	}
+	return c.start(s, func(req *C.weft_request_t) C.weft_status_t {
+		return C.weft_p2p_batch(arr, sz(len(ops)), c.h, nil, req)
+	})
+}
+
+// P2PBatch posts every operation together (weft_p2p_batch, as NCCL's grouped send/recv or
+// torch's batch_isend_irecv) and returns when all have completed. Matching with the peers'
+// sends and receives (batched or not) is in issue order per pair and direction. Use it for any
+// exchange in which a rank both sends and receives: on GPU memory through NCCL, separate calls
+// can deadlock. Buffers go through C memory (see stageBatch).
+func P2PBatch(c *Comm, ops []P2POp) error {
+	if err := c.open(); err != nil {
+		return err
+	}
+	s := &staging{}
+	defer s.free()
+	arr, err := c.stageBatch(s, ops)
+	if err != nil {
+		return err
+	}
+	if err := call(func() C.weft_status_t { return C.weft_p2p_batch(arr, sz(len(ops)), c.h, nil, nil) }); err != nil {
+		return err
+	}
+	for _, b := range s.back {
+		b()
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -133,12 +134,12 @@ func multiRankChild(t *testing.T) {
 
 	// Large buffer.
 	big := 300007
-	bs, br := make([]float32, big), make([]float32, big)
+	bs, bq := make([]float32, big), make([]float32, big)
 	for i := range bs {
 		bs[i] = float32(i%1000 + rank)
 	}
-	check(t, "big", Allreduce(c, bs, br, OpSum))
-	for i, v := range br {
+	check(t, "big", Allreduce(c, bs, bq, OpSum))
+	for i, v := range bq {
 		if v != float32(3*(i%1000)+3) {
 			t.Fatalf("big[%d] = %v", i, v)
 		}
@@ -265,6 +266,32 @@ func multiRankChild(t *testing.T) {
 	}
 	same(t, "ring", got, []int32{int32(prev), int32(prev), int32(prev)})
 	check(t, "barrier", c.Barrier())
+
+	// A two-way ring in one batch (and to the rank itself), then mixed with plain Send/Recv.
+	toNext, toPrev := vals[float64](500, func(i int) int { return rank*1000 + i }), []uint32{uint32(rank), 7}
+	fromPrev, fromNext, self := make([]float64, 500), make([]uint32, 2), make([]int8, 3)
+	check(t, "p2p batch", P2PBatch(c, []P2POp{P2PSend(toNext, next), P2PSend(toPrev, prev),
+		P2PRecv(fromPrev, prev), P2PRecv(fromNext, next), P2PSend([]int8{-1, 0, 1}, rank), P2PRecv(self, rank)}))
+	same(t, "p2p batch from prev", fromPrev, vals[float64](500, func(i int) int { return prev*1000 + i }))
+	same(t, "p2p batch from next", fromNext, []uint32{uint32(next), 7})
+	same(t, "p2p batch self", self, []int8{-1, 0, 1})
+	check(t, "p2p batch empty", P2PBatch(c, nil))
+	batchReq, err := P2PBatchAsync(c, []P2POp{P2PSend(msg, next)})
+	check(t, "p2p batch async", err)
+	check(t, "recv after batch send", Recv(c, got, prev))
+	check(t, "p2p batch async wait", batchReq.Wait())
+	same(t, "batch send, plain recv", got, []int32{int32(prev), int32(prev), int32(prev)})
+	sr, err := SendAsync(c, msg, next)
+	check(t, "send async", err)
+	got2 := make([]int32, 3)
+	batchReq, err = P2PBatchAsync(c, []P2POp{P2PRecv(got2, prev)})
+	check(t, "p2p batch async recv", err)
+	check(t, "p2p batch async recv wait", batchReq.Wait())
+	check(t, "send async wait", sr.Wait())
+	same(t, "plain send, batch recv", got2, []int32{int32(prev), int32(prev), int32(prev)})
+	if err := P2PBatch(c, []P2POp{P2PSend(msg, size)}); err == nil || !strings.Contains(err.Error(), "ops[0].peer") {
+		t.Fatalf("bad peer in a batch: %v", err)
+	}
 
 	// Asynchronous: everything in flight at once (with GC running: staging must hold), waited
 	// in reverse order.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/comm/comm.h"
 #include "weft/weft.h"
@@ -19,10 +20,10 @@ struct weft_comm {
 struct weft_request {
   uint64_t magic;
   std::shared_ptr<weft::Comm> comm;
-  // Exactly one of these: a queued collective, a posted point-to-point operation, or device
-  // work (transports/nccl: a CUDA event, a staged task or a staged transfer).
+  // Exactly one of these: a queued collective, posted point-to-point operations (a batch: none
+  // or more), or device work (transports/nccl: a CUDA event, a staged task or staged transfers).
   std::shared_ptr<weft::Task> task;
-  std::unique_ptr<weft::transport::Op> op;
+  std::vector<std::unique_ptr<weft::transport::Op>> ops;
   std::shared_ptr<weft::gpu::Pending> device;
   const char* operation;
 };

@@ -1,6 +1,13 @@
-// Point-to-point send/recv. Unlike collectives these are posted to the transport at once (not
-// queued behind earlier collectives), so a rank can post a receive and a send and wait for
-// both; messages between two ranks of one communicator match in issue order.
+// Point-to-point: weft_p2p_batch, and weft_send/weft_recv as batches of one. Unlike collectives
+// these are posted to the transport at once (not queued behind earlier collectives), so a rank
+// can post receives and sends and wait for them; messages between two ranks of one
+// communicator match in issue order per direction (same tag for every message of a sender on a
+// communicator: the transport matches in posting order).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "capi/src/handles.h"
 #include "capi/src/launch.h"
 #include "capi/src/shim.h"
@@ -13,44 +20,109 @@ using namespace weft::capi;
 
 namespace {
 
+// The validated operations of one call, and each one's buffer argument name for messages
+// ("buf" for weft_send/weft_recv, "ops[i].buf" for a batch).
+struct Batch {
+  std::vector<gpu::P2POp> ops;
+  std::vector<std::string> names;
+};
+
+// Checks one operation; `prefix` is "" or "ops[i]." (argument names in messages).
+void add_op(Batch& b, const Comm& c, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
+            const std::string& prefix) {
+  DType d = check_dtype(dtype, (prefix + "dtype").c_str());
+  check_rank(peer, c.size(), (prefix + "peer").c_str());
+  size_t bytes = check_bytes(count, d, (prefix + "count").c_str());
+  check_buffer(buf, bytes, (prefix + "buf").c_str());
+  b.ops.push_back({is_send, buf, bytes, peer});
+  b.names.push_back(prefix + "buf");
+}
+
+// A receive may not overlap any other buffer of the batch (sends may share memory).
+void check_batch_overlap(const Batch& b) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < b.ops.size(); ++i)
+    if (b.ops[i].bytes) order.push_back(i);
+  auto start = [&](size_t i) { return reinterpret_cast<uintptr_t>(b.ops[i].buf); };
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return start(x) < start(y); });
+  // Sweep by start address: the furthest-reaching buffer so far, and receive so far.
+  size_t far_any = SIZE_MAX, far_recv = SIZE_MAX;
+  auto end = [&](size_t i) { return start(i) + b.ops[i].bytes; };
+  for (size_t i : order) {
+    size_t other = SIZE_MAX;
+    if (!b.ops[i].is_send && far_any != SIZE_MAX && start(i) < end(far_any)) other = far_any;
+    if (b.ops[i].is_send && far_recv != SIZE_MAX && start(i) < end(far_recv)) other = far_recv;
+    if (other != SIZE_MAX) {
+      size_t lo = std::min(i, other), hi = std::max(i, other);
+      fail(Status::invalid_argument, "ops[%zu].buf and ops[%zu].buf overlap and ops[%zu] is a receive; a receive's "
+           "buffer must not overlap another buffer of the batch", lo, hi, b.ops[i].is_send ? other : i);
+    }
+    if (far_any == SIZE_MAX || end(i) > end(far_any)) far_any = i;
+    if (!b.ops[i].is_send && (far_recv == SIZE_MAX || end(i) > end(far_recv))) far_recv = i;
+  }
+}
+
+// Runs a validated batch: device memory to transports/nccl, host memory posted to the transport
+// here (every send and receive at once) and waited for together or returned as one request.
+void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t* request) {
+  std::vector<gpu::BufferRef> refs;
+  refs.reserve(b.ops.size());
+  for (size_t i = 0; i < b.ops.size(); ++i) refs.push_back({b.ops[i].buf, b.ops[i].bytes, b.names[i].c_str()});
+  if (gpu::route(*h->comm, stream, refs) == gpu::Route::device) {
+    register_device_request(h, request, what, gpu::p2p(h->comm, what, b.ops, stream, request != nullptr));
+    return;
+  }
+  Comm& c = *h->comm;
+  c.throw_if_unusable();
+  transport::Transport& t = c.world().transport();
+  std::vector<std::unique_ptr<transport::Op>> posted;
+  posted.reserve(b.ops.size());
+  auto park = [&] {
+    for (auto& op : posted)
+      if (op && !op->finished()) c.world().bury(std::move(op));
+  };
+  try {
+    for (const gpu::P2POp& o : b.ops) {
+      auto op = std::make_unique<transport::Op>();
+      const int world_peer = c.world_rank_of(o.peer);
+      if (o.is_send) {
+        t.send(*op, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), o.buf, o.bytes);
+      } else {
+        t.recv(*op, world_peer, make_tag(c.id(), o.peer, kP2PSequence, 0), o.buf, o.bytes);
+      }
+      posted.push_back(std::move(op));
+    }
+  } catch (...) {
+    park();
+    throw;
+  }
+  if (request) {
+    auto r = std::make_unique<weft_request>();
+    r->comm = h->comm;
+    r->operation = what;
+    r->ops = std::move(posted);
+    *request = register_request(std::move(r));
+    return;
+  }
+  std::vector<transport::Op*> ops;
+  ops.reserve(posted.size());
+  for (auto& op : posted) ops.push_back(op.get());
+  try {
+    wait_ops(c, ops, {what, "", 0});
+  } catch (...) {
+    park();
+    throw;
+  }
+}
+
 weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
                    weft_comm_t comm, void* stream, weft_request_t* request) {
   return guarded(fn, [&] {
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
-    DType d = check_dtype(dtype);
-    check_rank(peer, h->comm->size(), "peer");
-    size_t bytes = check_bytes(count, d, "count");
-    check_buffer(buf, bytes, "buf");
-    const char* what = is_send ? "send" : "recv";
-    if (on_device(h, stream, {{buf, bytes, "buf"}})) {
-      return register_device_request(h, request, what,
-                                     gpu::p2p(h->comm, is_send, buf, count, d, peer, stream, request != nullptr));
-    }
-    Comm& c = *h->comm;
-    c.throw_if_unusable();
-    auto op = std::make_unique<transport::Op>();
-    transport::Transport& t = c.world().transport();
-    const int world_peer = c.world_rank_of(peer);
-    if (is_send) {
-      t.send(*op, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), buf, bytes);
-    } else {
-      t.recv(*op, world_peer, make_tag(c.id(), peer, kP2PSequence, 0), buf, bytes);
-    }
-    if (request) {
-      auto r = std::make_unique<weft_request>();
-      r->comm = h->comm;
-      r->operation = what;
-      r->op = std::move(op);
-      *request = register_request(std::move(r));
-      return;
-    }
-    try {
-      wait_ops(c, {op.get()}, {what, "", 0});
-    } catch (...) {
-      if (!op->finished()) c.world().bury(std::move(op));
-      throw;
-    }
+    Batch b;
+    add_op(b, *h->comm, is_send, buf, count, dtype, peer, "");
+    run(h, is_send ? "send" : "recv", b, stream, request);
   });
 }
 
@@ -66,6 +138,30 @@ WEFT_API weft_status_t weft_send(const void* buf, size_t count, weft_dtype_t dty
 WEFT_API weft_status_t weft_recv(void* buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,
                                  void* stream, weft_request_t* request) {
   return post(__func__, false, buf, count, dtype, peer, comm, stream, request);
+}
+
+WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, weft_comm_t comm, void* stream,
+                                      weft_request_t* request) {
+  return guarded(__func__, [&] {
+    if (request) *request = nullptr;
+    weft_comm* h = lookup_comm(comm, "comm");
+    if (!ops && nops) fail(Status::invalid_argument, "ops is NULL but nops = %zu; expected an array of nops operations", nops);
+    Batch b;
+    b.ops.reserve(nops);
+    b.names.reserve(nops);
+    for (size_t i = 0; i < nops; ++i) {
+      const weft_p2p_op_t& o = ops[i];
+      const std::string prefix = "ops[" + std::to_string(i) + "].";
+      const int kind = enum_bits(o.kind);
+      if (kind != WEFT_P2P_SEND && kind != WEFT_P2P_RECV) {
+        fail(Status::invalid_argument, "ops[%zu].kind %d is not a weft_p2p_kind_t (expected %d = WEFT_P2P_SEND or "
+             "%d = WEFT_P2P_RECV)", i, kind, WEFT_P2P_SEND, WEFT_P2P_RECV);
+      }
+      add_op(b, *h->comm, kind == WEFT_P2P_SEND, o.buf, o.count, o.dtype, o.peer, prefix);
+    }
+    check_batch_overlap(b);
+    run(h, "p2p_batch", b, stream, request);
+  });
 }
 
 }  // extern "C"

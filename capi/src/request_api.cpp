@@ -8,16 +8,26 @@ using namespace weft::capi;
 
 namespace {
 
-// Waits for a point-to-point request; on failure the op is parked if UCX still holds it.
+// Waits for a point-to-point request; on failure the ops UCX still holds are parked.
 void wait_p2p(weft_request* r) {
-  if (!r->op) return;
+  if (r->ops.empty()) return;
+  std::vector<transport::Op*> ops;
+  ops.reserve(r->ops.size());
+  for (auto& op : r->ops) ops.push_back(op.get());
   try {
-    wait_ops(*r->comm, {r->op.get()}, {r->operation, "", 0});
+    wait_ops(*r->comm, ops, {r->operation, "", 0});
   } catch (...) {
-    if (!r->op->finished()) r->comm->world().bury(std::move(r->op));
-    r->op.reset();
+    for (auto& op : r->ops)
+      if (!op->finished()) r->comm->world().bury(std::move(op));
+    r->ops.clear();
     throw;
   }
+}
+
+bool all_finished(const weft_request* r) {
+  for (const auto& op : r->ops)
+    if (!op->finished()) return false;
+  return true;
 }
 
 void wait_request(weft_request* r) {
@@ -49,9 +59,9 @@ WEFT_API weft_status_t weft_test(weft_request_t request, int* done) {
     } else if (r->task) {
       pending = !r->task->done();
       if (!pending) r->task->rethrow();
-    } else if (r->op) {
-      if (!r->op->finished()) r->comm->world().transport().progress();
-      pending = !r->op->finished();
+    } else if (!r->ops.empty()) {
+      if (!all_finished(r)) r->comm->world().transport().progress();
+      pending = !all_finished(r);
       if (pending) r->comm->throw_if_unusable();
       else wait_p2p(r);  // validates size and status; returns at once
     }

@@ -8,9 +8,11 @@
 
 namespace weft::capi {
 
-DType check_dtype(const weft_dtype_t& dtype) {
+DType check_dtype(const weft_dtype_t& dtype, const char* arg) {
   int d = enum_bits(dtype);
-  if (!dtype_valid(d)) fail(Status::invalid_argument, "dtype %d is not a weft_dtype_t (expected 0..%d)", d, kNumDTypes - 1);
+  if (!dtype_valid(d)) {
+    fail(Status::invalid_argument, "%s %d is not a weft_dtype_t (expected 0..%d)", arg, d, kNumDTypes - 1);
+  }
   return static_cast<DType>(d);
 }
 

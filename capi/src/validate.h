@@ -11,7 +11,8 @@
 namespace weft::capi {
 
 // Enums are taken by reference and read by their bytes (see enum_bits in shim.h).
-DType check_dtype(const weft_dtype_t& dtype);
+// `arg` names the argument in messages ("dtype", "ops[2].dtype").
+DType check_dtype(const weft_dtype_t& dtype, const char* arg = "dtype");
 ReduceOp check_op(const weft_op_t& op);
 // Bytes of count elements; throws when count * size overflows size_t.
 size_t check_bytes(size_t count, DType dtype, const char* what);

@@ -217,32 +217,54 @@ std::vector<Case> cases(weft_dtype_t d, size_t n) {
   return out;
 }
 
-// Ring exchange: send to rank + 1, receive from rank - 1, on two streams with requests.
-void ring_p2p(size_t n, cudaStream_t a, cudaStream_t b) {
+// Two-way ring exchange in one weft_p2p_batch: send to rank + 1 and rank - 1, receive from
+// both, and a message to the rank itself (staged even on the NCCL path), with the given mode.
+// Separate weft_send/weft_recv calls here could deadlock on NCCL (weft.h, "Streams").
+void ring_p2p_batch(size_t n, Mode mode, cudaStream_t stream) {
   const size_t bytes = n * 4;
-  std::vector<float> mine(n), want(n), got(n);
   const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  auto value = [](int from, int to, size_t i) {
+    return static_cast<float>(from * 1000 + to * 10 + static_cast<int>(i % 7));
+  };
+  std::vector<float> to_next(n), to_prev(n), to_self(n), want_prev(n), want_next(n), got(n);
   for (size_t i = 0; i < n; ++i) {
-    mine[i] = static_cast<float>(g_rank * 1000 + static_cast<int>(i % 997));
-    want[i] = static_cast<float>(prev * 1000 + static_cast<int>(i % 997));
+    to_next[i] = value(g_rank, next, i);
+    to_prev[i] = -value(g_rank, prev, i);
+    to_self[i] = value(g_rank, g_rank, i) + 0.5f;
+    want_prev[i] = value(prev, g_rank, i);
+    want_next[i] = -value(next, g_rank, i);
   }
-  void *ds = nullptr, *dr = nullptr;
-  cudaMalloc(&ds, bytes + 1);
-  cudaMalloc(&dr, bytes + 1);
-  cudaMemcpy(ds, mine.data(), bytes, cudaMemcpyHostToDevice);
-  weft_request_t rr = nullptr, sr = nullptr;
-  weft_status_t st = weft_recv(dr, n, WEFT_FLOAT32, prev, g_comm, a, &rr);
-  if (st == WEFT_OK) st = weft_send(ds, n, WEFT_FLOAT32, next, g_comm, b, &sr);
-  if (st == WEFT_OK) st = weft_wait(sr);
-  if (st == WEFT_OK) st = weft_wait(rr);
-  weft_request_free(sr);
-  weft_request_free(rr);
-  cudaMemcpy(got.data(), dr, bytes, cudaMemcpyDeviceToHost);
-  cudaFree(ds);
-  cudaFree(dr);
-  if (st != WEFT_OK || got != want) {
-    std::fprintf(stderr, "rank %d: ring send/recv of %zu floats failed: %s\n", g_rank, n,
-                 st != WEFT_OK ? weft_last_error() : "wrong data");
+  void* d[6] = {};  // sends: next, prev, self; receives: from prev, from next, from self
+  for (void*& p : d) cudaMalloc(&p, bytes + 1);
+  cudaMemcpy(d[0], to_next.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(d[1], to_prev.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(d[2], to_self.data(), bytes, cudaMemcpyHostToDevice);
+  for (int k = 3; k < 6; ++k) cudaMemset(d[k], 0, bytes);
+  cudaDeviceSynchronize();
+  // Per direction the order is next, prev, self, so that with 1 or 2 ranks (where those are the
+  // same peer) the messages still pair up as intended (issue order per pair and direction).
+  const weft_p2p_op_t ops[6] = {{WEFT_P2P_RECV, d[3], n, WEFT_FLOAT32, prev},
+                                {WEFT_P2P_SEND, d[0], n, WEFT_FLOAT32, next},
+                                {WEFT_P2P_SEND, d[1], n, WEFT_FLOAT32, prev},
+                                {WEFT_P2P_RECV, d[4], n, WEFT_FLOAT32, next},
+                                {WEFT_P2P_SEND, d[2], n, WEFT_FLOAT32, g_rank},
+                                {WEFT_P2P_RECV, d[5], n, WEFT_FLOAT32, g_rank}};
+  weft_request_t req = nullptr;
+  void* s = mode == Mode::null_stream ? nullptr : stream;
+  weft_status_t st = weft_p2p_batch(ops, 6, g_comm, s, mode == Mode::request ? &req : nullptr);
+  if (st == WEFT_OK && req) st = weft_wait(req);
+  weft_request_free(req);
+  if (st == WEFT_OK && mode == Mode::user_stream && cudaStreamSynchronize(stream) != cudaSuccess) st = WEFT_ERR_INTERNAL;
+  bool ok = st == WEFT_OK;
+  const std::vector<float>* want[3] = {&want_prev, &want_next, &to_self};
+  for (int k = 0; k < 3 && ok; ++k) {
+    cudaMemcpy(got.data(), d[3 + k], bytes, cudaMemcpyDeviceToHost);
+    ok = got == *want[k];
+  }
+  for (void* p : d) cudaFree(p);
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: two-way ring p2p batch of %zu floats (%s) failed: %s\n", g_rank, n,
+                 mode_name(mode), st != WEFT_OK ? weft_last_error() : "wrong data");
     ++g_failures;
   }
 }
@@ -295,9 +317,8 @@ int main() {
   if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
   else device = g_rank % devices;  // one host: local rank == rank
   cudaSetDevice(device);
-  cudaStream_t stream, other;
+  cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
 
   const weft_dtype_t dtypes[] = {WEFT_FLOAT32, WEFT_FLOAT64, WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FP8_E4M3,
                                  WEFT_FP8_E5M2, WEFT_INT8,   WEFT_UINT8,   WEFT_INT32,    WEFT_INT64};
@@ -309,7 +330,7 @@ int main() {
         for (const Case& c : cases(d, n)) run(c, m, stream);
       }
     }
-    if (n) ring_p2p(n, stream, other);
+    for (Mode m : {Mode::null_stream, Mode::user_stream, Mode::request}) ring_p2p_batch(n, m, stream);
     if (n) uneven_p2p_then_collectives(n, stream);
   }
   weft_status_t st = weft_barrier(g_comm, stream, nullptr);
@@ -320,7 +341,6 @@ int main() {
   cudaStreamSynchronize(stream);
   weft_comm_destroy(g_comm);
   cudaStreamDestroy(stream);
-  cudaStreamDestroy(other);
   if (g_failures) {
     std::fprintf(stderr, "rank %d: %d failure(s)\n", g_rank, g_failures);
     return 1;

@@ -196,6 +196,45 @@ TEST_P(DeviceApi, PointToPointToSelf) {
   cudaStreamDestroy(b);
 }
 
+// weft_p2p_batch on device memory to the rank itself (staged on every path): two messages each
+// way in one call, matched in order; blocking with a NULL stream, then a request on a user
+// stream. A batch mixing host and device buffers is refused naming both ops.
+TEST_P(DeviceApi, PointToPointBatchToSelf) {
+  const size_t n = 12345, m = 77;
+  auto in1 = iota(n, 3.0f), in2 = iota(m, -5.0f);
+  DeviceBuffer s1(n * 4), s2(m * 4), r1(n * 4), r2(m * 4);
+  ASSERT_TRUE(s1.get() && s2.get() && r1.get() && r2.get());
+  s1.upload(in1.data());
+  s2.upload(in2.data());
+  const weft_p2p_op_t ops[4] = {{WEFT_P2P_RECV, r1.get(), n, WEFT_FLOAT32, 0},
+                                {WEFT_P2P_SEND, s1.get(), n, WEFT_FLOAT32, 0},
+                                {WEFT_P2P_SEND, s2.get(), m, WEFT_FLOAT32, 0},
+                                {WEFT_P2P_RECV, r2.get(), m, WEFT_FLOAT32, 0}};
+  ASSERT_EQ(WEFT_OK, weft_p2p_batch(ops, 4, comm_, nullptr, nullptr)) << weft_last_error();
+  EXPECT_EQ(in1, download_f32(r1));
+  EXPECT_EQ(in2, download_f32(r2));
+
+  cudaStream_t stream;
+  WEFT_CUDA_OK(cudaStreamCreate(&stream));
+  WEFT_CUDA_OK(cudaMemset(r1.get(), 0, n * 4));
+  WEFT_CUDA_OK(cudaMemset(r2.get(), 0, m * 4));
+  weft_request_t req = nullptr;
+  ASSERT_EQ(WEFT_OK, weft_p2p_batch(ops, 4, comm_, stream, &req)) << weft_last_error();
+  EXPECT_EQ(WEFT_OK, weft_wait(req)) << weft_last_error();
+  weft_request_free(req);
+  EXPECT_EQ(in1, download_f32(r1));
+  EXPECT_EQ(in2, download_f32(r2));
+  cudaStreamDestroy(stream);
+
+  std::vector<float> host(m, 1.0f);
+  const weft_p2p_op_t mixed[2] = {{WEFT_P2P_SEND, s2.get(), m, WEFT_FLOAT32, 0},
+                                  {WEFT_P2P_RECV, host.data(), m, WEFT_FLOAT32, 0}};
+  EXPECT_EQ(WEFT_ERR_UNSUPPORTED, weft_p2p_batch(mixed, 2, comm_, nullptr, nullptr));
+  EXPECT_NE(std::string(weft_last_error()).find("ops[1].buf is host memory but ops[0].buf is CUDA device memory"),
+            std::string::npos)
+      << weft_last_error();
+}
+
 TEST_P(DeviceApi, RoutingRefusesMixedManagedAndStreamWithHostMemory) {
   const size_t n = 1024;
   DeviceBuffer d(n * 4);

@@ -318,6 +318,77 @@ TEST(BadInput, RootsAndPeers) {
   });
 }
 
+// weft_p2p_batch: every check names the array and the op's index; nothing is posted when any op
+// is bad (so no rank is left with a stray message).
+TEST(BadInput, PointToPointBatch) {
+  weft_comm_t w = g_world.comm;
+  const int n = g_world.size, me = g_world.rank;
+  float a[64] = {0}, b[64] = {0};
+  auto mk = [](weft_p2p_kind_t kind, void* buf, size_t count, weft_dtype_t dtype, int peer) {
+    weft_p2p_op_t o;
+    std::memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.buf = buf;
+    o.count = count;
+    o.dtype = dtype;
+    o.peer = peer;
+    return o;
+  };
+  const int right = (me + 1) % n;
+  auto good_pair = [&] {
+    return std::vector<weft_p2p_op_t>{mk(WEFT_P2P_SEND, a, 4, WEFT_FLOAT32, right),
+                                      mk(WEFT_P2P_RECV, b, 4, WEFT_FLOAT32, (me + n - 1) % n)};
+  };
+  std::vector<weft_p2p_op_t> ops;
+  auto batch = [&](std::vector<weft_p2p_op_t> v) {
+    ops = std::move(v);
+    return weft_p2p_batch(ops.data(), ops.size(), w, nullptr, nullptr);
+  };
+  auto with = [&](size_t i, auto change) {
+    std::vector<weft_p2p_op_t> v = good_pair();
+    v.push_back(mk(WEFT_P2P_SEND, a, 1, WEFT_FLOAT32, me));
+    v.push_back(mk(WEFT_P2P_RECV, a + 32, 1, WEFT_FLOAT32, me));
+    change(v[i]);
+    return batch(v);
+  };
+  weft_request_t req = reinterpret_cast<weft_request_t>(&req);
+  run_table({
+      {"ops NULL, nops 2", [&] { return weft_p2p_batch(nullptr, 2, w, nullptr, nullptr); }, kInvalid, {"ops"}},
+      {"ops NULL, nops 1, request", [&] { return weft_p2p_batch(nullptr, 1, w, nullptr, &req); }, kInvalid, {"ops"}},
+      {"comm NULL", [&] { ops = good_pair(); return weft_p2p_batch(ops.data(), 2, nullptr, nullptr, nullptr); },
+       kInvalid, kComm},
+      {"ops[3].peer = nranks", [&] { return with(3, [&](weft_p2p_op_t& o) { o.peer = n; }); }, kInvalid,
+       {"ops[3].peer"}},
+      {"ops[1].peer = -1", [&] { return with(1, [&](weft_p2p_op_t& o) { o.peer = -1; }); }, kInvalid,
+       {"ops[1].peer"}},
+      {"ops[2].kind = 7", [&] { return with(2, [&](weft_p2p_op_t& o) { int k = 7; std::memcpy(&o.kind, &k, sizeof k); }); },
+       kInvalid, {"ops[2].kind"}},
+      {"ops[0].dtype = 99", [&] { return with(0, [&](weft_p2p_op_t& o) { int d = 99; std::memcpy(&o.dtype, &d, sizeof d); }); },
+       kInvalid, {"ops[0].dtype"}},
+      {"ops[1].buf NULL, count 4", [&] { return with(1, [&](weft_p2p_op_t& o) { o.buf = nullptr; }); }, kInvalid,
+       {"ops[1].buf"}},
+      {"ops[2].count overflows", [&] { return with(2, [&](weft_p2p_op_t& o) { o.count = SIZE_MAX / 2; }); }, kInvalid,
+       {"ops[2].count"}},
+      {"receive overlaps a send", [&] { return with(3, [&](weft_p2p_op_t& o) { o.buf = a + 2; o.count = 4; }); },
+       kInvalid, kOverlap},
+      {"two receives overlap", [&] { return with(3, [&](weft_p2p_op_t& o) { o.buf = b + 3; o.count = 2; }); },
+       kInvalid, kOverlap},
+      {"host memory with a stream",
+       [&] { ops = good_pair(); return weft_p2p_batch(ops.data(), 2, w, reinterpret_cast<void*>(0x1), nullptr); },
+       {WEFT_ERR_UNSUPPORTED, WEFT_ERR_INVALID_ARGUMENT}, {"stream"}},
+      // Fine: sends may share memory; ops may be NULL when nops is 0; a NULL buffer with count 0.
+      {"two sends of one buffer (to self, received)", [&] {
+         return batch({mk(WEFT_P2P_SEND, a, 4, WEFT_FLOAT32, me), mk(WEFT_P2P_SEND, a + 1, 4, WEFT_FLOAT32, me),
+                       mk(WEFT_P2P_RECV, b, 4, WEFT_FLOAT32, me), mk(WEFT_P2P_RECV, b + 8, 4, WEFT_FLOAT32, me)});
+       }, {WEFT_OK}, {}},
+      {"nops 0, ops NULL", [&] { return weft_p2p_batch(nullptr, 0, w, nullptr, nullptr); }, {WEFT_OK}, {}},
+      {"NULL buffer, count 0 (to self)", [&] {
+         return batch({mk(WEFT_P2P_RECV, nullptr, 0, WEFT_INT8, me), mk(WEFT_P2P_SEND, nullptr, 0, WEFT_INT8, me)});
+       }, {WEFT_OK}, {}},
+  });
+  EXPECT_EQ(req, nullptr) << "a failed call leaves *request NULL";
+}
+
 TEST(BadInput, Requests) {
   int done = 7;
   weft_request_t freed = nullptr;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/comm/comm.h"
@@ -32,7 +33,10 @@ enum class Route { host, device };
 // stream -> host. Throws Error with the argument's name for a mix of host and device buffers,
 // managed memory, a buffer or stream on another GPU, or a stream with host buffers. A call
 // whose buffers are all unused goes to the device when it has a stream.
-Route route(Comm& comm, void* stream, std::initializer_list<BufferRef> buffers);
+Route route(Comm& comm, void* stream, std::span<const BufferRef> buffers);
+inline Route route(Comm& comm, void* stream, std::initializer_list<BufferRef> buffers) {
+  return route(comm, stream, std::span<const BufferRef>(buffers.begin(), buffers.size()));
+}
 
 // Completion of device work handed back as a weft_request_t.
 class Pending {
@@ -78,11 +82,22 @@ void gather(Launch& l, const void* send, void* recv, size_t count, DType dtype, 
 void scatter(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root);
 void barrier(Launch& l);
 
-// Point-to-point on device buffers: through NCCL (stream-ordered with the collectives, as
-// NCCL's ncclSend/ncclRecv) or staged (posted to UCX at once, like host point-to-point).
-// Returns a Pending when want_request, else completes (or queues, on a user stream with NCCL).
-std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, bool is_send, void* buf, size_t count, DType dtype,
-                             int peer, void* stream, bool want_request);
+// One send or receive of a point-to-point batch (weft_p2p_batch; weft_send/weft_recv are
+// batches of one). peer is a rank of the communicator.
+struct P2POp {
+  bool is_send;
+  void* buf;
+  size_t bytes;
+  int peer;
+};
+
+// Point-to-point on device buffers, all of `ops` posted together: through NCCL (one
+// ncclGroupStart/ncclSend/ncclRecv/ncclGroupEnd, stream-ordered with the collectives) or staged
+// (posted to UCX at once, like host point-to-point). Operations to the rank itself are always
+// staged. Returns a Pending when want_request, else completes (or queues, on a user stream with
+// NCCL).
+std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* operation, const std::vector<P2POp>& ops,
+                             void* stream, bool want_request);
 
 // Comm creation hook (core/comm/create.cpp): collective over the new communicator, while every
 // rank is inside the creating call. Picks the GPU (the parent's, else WEFT_DEVICE, else

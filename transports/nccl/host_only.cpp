@@ -16,7 +16,7 @@ namespace {
 
 }  // namespace
 
-Route route(Comm&, void* stream, std::initializer_list<BufferRef> buffers) {
+Route route(Comm&, void* stream, std::span<const BufferRef> buffers) {
   if (stream) {
     fail(Status::unsupported,
          "stream is not NULL, but this weft was built without CUDA (WEFT_WITH_CUDA=OFF): only host memory, "
@@ -36,8 +36,9 @@ std::shared_ptr<Pending> launch(const std::shared_ptr<Comm>&, const char* operat
   unreachable(operation);
 }
 
-std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>&, bool, void*, size_t, DType, int, void*, bool) {
-  unreachable("send/recv");
+std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>&, const char* operation, const std::vector<P2POp>&, void*,
+                             bool) {
+  unreachable(operation);
 }
 
 void allreduce(Launch&, const void*, void*, size_t, DType, ReduceOp) { unreachable("allreduce"); }

@@ -307,11 +307,16 @@ void barrier(Launch& l) {
   issue(l, [&](const NcclApi& api, ncclComm_t c) { return api.AllReduce(tiny, tiny, 1, ncclInt32, ncclSum, c, s); });
 }
 
-void p2p(Launch& l, bool is_send, void* buf, size_t bytes, int peer) {
-  if (bytes == 0) return;
+void p2p(Launch& l, const std::vector<P2POp>& ops) {
+  bool any = false;
+  for (const P2POp& o : ops) any = any || o.bytes != 0;
+  if (!any) return;
   cudaStream_t s = l.stream();
-  issue(l, [&](const NcclApi& api, ncclComm_t c) {
-    return is_send ? api.Send(buf, bytes, ncclInt8, peer, c, s) : api.Recv(buf, bytes, ncclInt8, peer, c, s);
+  group(l, [&](const NcclApi& api, ncclComm_t c, auto note) {
+    for (const P2POp& o : ops) {
+      if (o.bytes == 0) continue;
+      note(o.is_send ? api.Send(o.buf, o.bytes, ncclInt8, o.peer, c, s) : api.Recv(o.buf, o.bytes, ncclInt8, o.peer, c, s));
+    }
   });
 }
 

@@ -1,12 +1,19 @@
-// Point-to-point on device buffers (device_api.h).
+// Point-to-point on device buffers (device_api.h): a batch of sends and receives posted
+// together; weft_send/weft_recv are batches of one.
 //
-// With NCCL: ncclSend/ncclRecv on the stream, in issue order with the collectives (NCCL's rule:
-// a send occupies its stream until the peer receives, so two ranks that both send first on one
-// stream wait for each other).
+// With NCCL: one ncclGroupStart/ncclSend.../ncclRecv.../ncclGroupEnd on the stream, in issue
+// order with the collectives. NCCL gives a communicator's work no independent progress (a send
+// occupies the stream until the peer receives, and a pair of ranks is connected only when both
+// have issued their side), so a two-way exchange must be one group: one batch.
 // Staged (and always to the rank itself): like host point-to-point, posted to UCX at once and
 // matched in issue order, with the same tags, so a staged device send pairs with a host-memory
-// receive and vice versa. A send first copies the buffer to pinned memory (after the stream's
-// earlier work); a receive lands in pinned memory and is copied to the device when it completes.
+// receive and vice versa. Sends first copy their buffers to pinned memory (after the stream's
+// earlier work); receives land in pinned memory and are copied to the device when all of the
+// batch's operations have completed.
+// A batch on the NCCL path sends to itself staged too, so that self messages keep issue order
+// with weft_send/weft_recv to self (NCCL pairs a send and a receive to self only inside one
+// group). Its staged part is posted before the group is queued: the sends' copies to pinned
+// memory then need no NCCL work to finish first.
 #include "core/comm/channel.h"
 #include "core/comm/progress.h"
 #include "transports/nccl/cuda_util.h"
@@ -20,47 +27,51 @@ namespace {
 
 class StagedP2P final : public Pending {
  public:
-  StagedP2P(std::shared_ptr<Comm> comm, DeviceContext& ctx, bool is_send, void* buf, size_t bytes, int peer,
+  StagedP2P(std::shared_ptr<Comm> comm, DeviceContext& ctx, const char* operation, std::vector<P2POp> ops,
             void* stream)
-      : comm_(std::move(comm)),
-        ctx_(ctx),
-        is_send_(is_send),
-        buf_(buf),
-        bytes_(bytes),
-        stream_(stream),
-        what_{is_send ? "send" : "recv", "staged", kNoSequence},
-        op_(std::make_unique<transport::Op>()) {
+      : comm_(std::move(comm)), ctx_(ctx), stream_(stream), what_{operation, "staged", kNoSequence} {
     Comm& c = *comm_;
     DeviceGuard guard(ctx_.device());
-    pin_ = ctx_.pinned().take(bytes);
+    entries_.reserve(ops.size());
+    for (const P2POp& o : ops) {
+      entries_.push_back(Entry{o, ctx_.pinned().take(o.bytes), std::make_unique<transport::Op>()});
+    }
+    cudaStream_t s = this->stream();
+    bool copied = false;
+    for (Entry& e : entries_) {
+      if (!e.op.is_send || !e.op.bytes) continue;
+      cuda_check(cudaMemcpyAsync(e.pin.data(), e.op.buf, e.op.bytes, cudaMemcpyDeviceToHost, s),
+                 "staging: copy from the device");
+      copied = true;
+    }
+    if (copied) wait_stream(c, ctx_, s, what_);
     transport::Transport& t = c.world().transport();
-    const int world_peer = c.world_rank_of(peer);
-    if (is_send) {
-      cudaStream_t s = this->stream();
-      if (bytes) {
-        cuda_check(cudaMemcpyAsync(pin_.data(), buf, bytes, cudaMemcpyDeviceToHost, s), "staging: copy from the device");
-        wait_stream(c, ctx_, s, what_);
+    for (Entry& e : entries_) {
+      const int world_peer = c.world_rank_of(e.op.peer);
+      if (e.op.is_send) {
+        t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), e.pin.data(), e.op.bytes);
+      } else {
+        t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), e.pin.data(), e.op.bytes);
       }
-      t.send(*op_, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), pin_.data(), bytes);
-    } else {
-      t.recv(*op_, world_peer, make_tag(c.id(), peer, kP2PSequence, 0), pin_.data(), bytes);
     }
   }
 
   ~StagedP2P() override {
-    if (op_ && op_->state.load(std::memory_order_acquire) == transport::Op::State::pending) {
-      // UCX may still use the pinned buffer: keep both alive rather than free under it.
-      comm_->world().bury(std::move(op_));
-      pin_.release();
-    } else {
-      ctx_.pinned().give(std::move(pin_));
+    for (Entry& e : entries_) {
+      if (e.transfer && e.transfer->state.load(std::memory_order_acquire) == transport::Op::State::pending) {
+        // UCX may still use the pinned buffer: keep both alive rather than free under it.
+        comm_->world().bury(std::move(e.transfer));
+        e.pin.release();
+      } else {
+        ctx_.pinned().give(std::move(e.pin));
+      }
     }
   }
 
   bool test() override {
     if (done_) return true;
-    if (!op_->finished()) comm_->world().transport().progress();
-    if (!op_->finished()) {
+    if (!all_finished()) comm_->world().transport().progress();
+    if (!all_finished()) {
       comm_->throw_if_unusable();
       return false;
     }
@@ -70,51 +81,105 @@ class StagedP2P final : public Pending {
 
   void wait() override {
     if (done_) return;
-    wait_ops(*comm_, {op_.get()}, {what_.operation, "", 0});
-    if (!is_send_ && bytes_) {
-      DeviceGuard guard(ctx_.device());
-      cudaStream_t s = stream();
-      cuda_check(cudaMemcpyAsync(buf_, pin_.data(), bytes_, cudaMemcpyHostToDevice, s), "staging: copy to the device");
-      wait_stream(*comm_, ctx_, s, what_);
+    std::vector<transport::Op*> transfers;
+    transfers.reserve(entries_.size());
+    for (Entry& e : entries_) transfers.push_back(e.transfer.get());
+    wait_ops(*comm_, transfers, {what_.operation, "", 0});
+    DeviceGuard guard(ctx_.device());
+    cudaStream_t s = stream();
+    bool copied = false;
+    for (Entry& e : entries_) {
+      if (e.op.is_send || !e.op.bytes) continue;
+      cuda_check(cudaMemcpyAsync(e.op.buf, e.pin.data(), e.op.bytes, cudaMemcpyHostToDevice, s),
+                 "staging: copy to the device");
+      copied = true;
     }
+    if (copied) wait_stream(*comm_, ctx_, s, what_);
     done_ = true;
   }
 
  private:
+  struct Entry {
+    P2POp op;
+    PinnedBuffer pin;
+    std::unique_ptr<transport::Op> transfer;
+  };
+
   cudaStream_t stream() { return stream_ ? static_cast<cudaStream_t>(stream_) : ctx_.stream(); }
+  bool all_finished() const {
+    for (const Entry& e : entries_)
+      if (!e.transfer->finished()) return false;
+    return true;
+  }
 
   std::shared_ptr<Comm> comm_;
   DeviceContext& ctx_;
-  bool is_send_;
-  void* buf_;
-  size_t bytes_;
   void* stream_;
   DeviceSubject what_;
-  std::unique_ptr<transport::Op> op_;
-  PinnedBuffer pin_;
+  std::vector<Entry> entries_;
   bool done_ = false;
 };
 
-}  // namespace
-
-std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, bool is_send, void* buf, size_t count, DType dtype,
-                             int peer, void* stream, bool want_request) {
-  const char* what = is_send ? "send" : "recv";
-  DeviceContext& ctx = require_context(*comm, what);
-  const size_t bytes = count * dtype_size(dtype);
-#if WEFT_HAVE_NCCL
-  // To itself a rank goes staged: NCCL pairs a send and a receive to self only inside one group,
-  // which two separate weft calls are not.
-  if (ctx.nccl() && peer != comm->rank()) {
-    return launch(comm, what, DeviceOp::point_to_point, stream, want_request,
-                  [=](Launch& l) { nccl_path::p2p(l, is_send, buf, bytes, peer); });
+// A batch on the NCCL path with operations to self: the NCCL group's completion and the staged
+// part's.
+class BothPending final : public Pending {
+ public:
+  BothPending(std::shared_ptr<Pending> staged, std::shared_ptr<Pending> nccl)
+      : staged_(std::move(staged)), nccl_(std::move(nccl)) {}
+  bool test() override {
+    bool a = staged_->test();
+    bool b = nccl_->test();
+    return a && b;
   }
-#endif
+  void wait() override {
+    staged_->wait();
+    nccl_->wait();
+  }
+
+ private:
+  std::shared_ptr<Pending> staged_;
+  std::shared_ptr<Pending> nccl_;
+};
+
+std::shared_ptr<Pending> run_staged(const std::shared_ptr<Comm>& comm, DeviceContext& ctx, const char* operation,
+                                    std::vector<P2POp> ops, void* stream, bool want_request) {
   comm->throw_if_unusable();
-  auto pending = std::make_shared<StagedP2P>(comm, ctx, is_send, buf, bytes, peer, stream);
+  auto pending = std::make_shared<StagedP2P>(comm, ctx, operation, std::move(ops), stream);
   if (want_request) return pending;
   pending->wait();
   return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* operation, const std::vector<P2POp>& ops,
+                             void* stream, bool want_request) {
+  DeviceContext& ctx = require_context(*comm, operation);
+#if WEFT_HAVE_NCCL
+  if (ctx.nccl()) {
+    std::vector<P2POp> remote, self;
+    for (const P2POp& o : ops) (o.peer == comm->rank() ? self : remote).push_back(o);
+    if (!remote.empty() || self.empty()) {
+      // The staged part (to self) is posted first, and waited for only after the group is queued
+      // (see the top of this file).
+      std::shared_ptr<StagedP2P> staged_part;
+      if (!self.empty()) {
+        comm->throw_if_unusable();
+        staged_part = std::make_shared<StagedP2P>(comm, ctx, operation, std::move(self), stream);
+      }
+      std::shared_ptr<Pending> group = launch(comm, operation, DeviceOp::point_to_point, stream, want_request,
+                                              [&remote](Launch& l) { nccl_path::p2p(l, remote); });
+      if (!staged_part) return group;
+      if (!want_request) {
+        staged_part->wait();
+        return nullptr;
+      }
+      return std::make_shared<BothPending>(std::move(staged_part), std::move(group));
+    }
+    return run_staged(comm, ctx, operation, std::move(self), stream, want_request);
+  }
+#endif
+  return run_staged(comm, ctx, operation, ops, stream, want_request);
 }
 
 }  // namespace weft::gpu

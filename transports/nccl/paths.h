@@ -26,7 +26,8 @@ void alltoallv(Launch& l, const void* send, const std::vector<size_t>& sendcount
 void gather(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root);
 void scatter(Launch& l, const void* send, void* recv, size_t count, DType dtype, int root);
 void barrier(Launch& l);
-void p2p(Launch& l, bool is_send, void* buf, size_t bytes, int peer);
+// One group of ncclSend/ncclRecv for `ops` (none to the rank itself); zero-byte ones skipped.
+void p2p(Launch& l, const std::vector<P2POp>& ops);
 }  // namespace nccl_path
 
 // staged_collectives.cpp.

@@ -38,7 +38,7 @@ void check_stream(const DeviceContext& ctx, void* stream) {
 
 }  // namespace
 
-Route route(Comm& comm, void* stream, std::initializer_list<BufferRef> buffers) {
+Route route(Comm& comm, void* stream, std::span<const BufferRef> buffers) {
   const DeviceContext* ctx = context_of(comm);
   if (!ctx || !ctx->has_devices()) {
     // weft's CUDA runtime sees no GPU. The application may still hold device memory (its own

@@ -27,6 +27,17 @@ struct CommConfigC
 end
 
 # weft_unique_id_t.
+# weft_p2p_op_t (C layout: int + padding, pointer, size_t, int, int): one op of weft_p2p_batch.
+struct P2POpC
+    kind::Cint
+    buf::Ptr{Cvoid}
+    count::Csize_t
+    dtype::Cint
+    peer::Cint
+end
+const WEFT_P2P_SEND = Cint(0)
+const WEFT_P2P_RECV = Cint(1)
+
 struct UniqueIdC
     internal::NTuple{WEFT_UNIQUE_ID_BYTES,UInt8}
 end
@@ -37,7 +48,7 @@ const _FUNCTIONS = (
     :weft_comm_local_rank, :weft_comm_local_size, :weft_comm_abort, :weft_comm_destroy, :weft_wait,
     :weft_test, :weft_request_free, :weft_allreduce, :weft_broadcast, :weft_reduce, :weft_allgather,
     :weft_allgatherv, :weft_reduce_scatter, :weft_alltoall, :weft_alltoallv, :weft_gather,
-    :weft_scatter, :weft_barrier, :weft_send, :weft_recv, :weft_dtype_size,
+    :weft_scatter, :weft_barrier, :weft_send, :weft_recv, :weft_p2p_batch, :weft_dtype_size,
 )
 
 const _handle = Ref{Ptr{Cvoid}}(C_NULL)
@@ -167,5 +178,9 @@ weft_recv(buf, count, dtype, peer, comm, stream, request) =
     ccall(_sym(:weft_recv), Cint,
           (Ptr{Cvoid}, Csize_t, Cint, Cint, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
           buf, count, dtype, peer, comm, stream, request)
+weft_p2p_batch(ops, nops, comm, stream, request) =
+    ccall(_sym(:weft_p2p_batch), Cint,
+          (Ptr{P2POpC}, Csize_t, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          ops, nops, comm, stream, request)
 
 weft_dtype_size(dtype, size) = ccall(_sym(:weft_dtype_size), Cint, (Cint, Ptr{Csize_t}), dtype, size)

@@ -89,6 +89,21 @@ function single_rank_tests()
         @test_throws WeftError barrier(c)
     end
 
+    @testset "p2p_batch! to self" begin
+        c = solo()
+        out, back = Float64[1.5, -2.0, 3.25], zeros(3)
+        @test p2p_batch!(c, [P2POp(:recv, back, 0), P2POp(:send, out, 0)]) === nothing
+        @test back == out
+        @test p2p_batch!(c, P2POp[]) === nothing
+        back2 = zeros(Int32, 2)
+        r = p2p_batch!(c, [P2POp(:send, Int32[7, 8], 0), P2POp(:recv, back2, 0)]; async=true)
+        wait(r)
+        @test back2 == Int32[7, 8]
+        @test_throws WeftError p2p_batch!(c, [P2POp(:send, out, 1)])
+        @test_throws WeftError p2p_batch!(c, [P2POp(:sendrecv, out, 0)])
+        close(c)
+    end
+
     @testset "length checks" begin
         c = solo()
         two = zeros(Float32, 2)

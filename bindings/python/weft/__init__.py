@@ -13,7 +13,7 @@
 import atexit as _atexit
 
 from ._buffers import Buffer, DType, as_buffer, as_dtype, dtype_size
-from ._comm import (AVG, IN_PLACE, MAX, MIN, PROD, SPLIT_NOCOLOR, SUM, Comm, Op, Request, UniqueId, as_op,
+from ._comm import (AVG, IN_PLACE, MAX, MIN, PROD, SPLIT_NOCOLOR, SUM, Comm, Op, P2POp, Request, UniqueId, as_op,
                     get_unique_id, version, wait_all)
 from ._errors import (Aborted, InternalError, InvalidArgument, Mismatch, OutOfMemory, RemoteError, Status, Timeout,
                       TransportError, Unsupported, WeftError, status_string)
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AVG", "ABI_VERSION", "Aborted", "Buffer", "Comm", "DType", "IN_PLACE", "InternalError", "InvalidArgument",
-    "LibraryNotFoundError", "MAX", "MIN", "Mismatch", "Op", "OutOfMemory", "PROD", "RemoteError", "Request",
+    "LibraryNotFoundError", "MAX", "MIN", "Mismatch", "Op", "OutOfMemory", "P2POp", "PROD", "RemoteError", "Request",
     "SPLIT_NOCOLOR", "SUM", "Status", "Timeout", "TransportError", "UniqueId", "Unsupported", "WeftError",
     "as_buffer", "as_dtype", "as_op", "dtype_size", "get_unique_id", "library_path", "status_string", "version",
     "wait_all",

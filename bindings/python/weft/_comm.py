@@ -731,6 +731,52 @@ class Comm:
         return self._issue("recv", _lib.lib().weft_recv, (b.ptr, b.count * scale, dt, int(peer)), [b], buf,
                            async_op)
 
+    def p2p_batch(self, ops, async_op=False):
+        """Posts every operation of ops (P2POp.send / P2POp.recv, or ("send"|"recv", buf, peer)
+        tuples) together, as torch's batch_isend_irecv; returns when all have completed (a
+        Request with async_op=True). Matching with the peers' sends and receives (batched or
+        not) is in issue order per pair and direction. Use it for exchanges in which a rank both
+        sends and receives."""
+        ops = [o if isinstance(o, P2POp) else P2POp(*o) for o in ops]
+        keep = []
+        try:
+            arr = (_lib.weft_p2p_op_t * max(1, len(ops)))()
+            for i, o in enumerate(ops):
+                b = self._buf(o.buf, "ops[%d].buf" % i, writable=o.kind == "recv", dtype=o.dtype)
+                keep.append(b)
+                dt, scale = _wire(b)
+                arr[i] = _lib.weft_p2p_op_t(_P2P_KINDS[o.kind], b.ptr, b.count * scale, dt, int(o.peer))
+        except BaseException:
+            _release(keep)
+            raise
+        return self._issue("p2p_batch", _lib.lib().weft_p2p_batch, (arr, len(ops)), keep, None, async_op)
+
+
+_P2P_KINDS = {"send": 0, "recv": 1}  # WEFT_P2P_SEND, WEFT_P2P_RECV
+
+
+class P2POp:
+    """One operation of Comm.p2p_batch: kind "send" (buf is read) or "recv" (buf is written,
+    its whole size), to or from rank peer; dtype reinterprets buf as for send/recv."""
+
+    __slots__ = ("kind", "buf", "peer", "dtype")
+
+    def __init__(self, kind, buf, peer, dtype=None):
+        if kind not in _P2P_KINDS:
+            raise InvalidArgument("P2POp kind %r is not \"send\" or \"recv\"" % (kind,))
+        self.kind, self.buf, self.peer, self.dtype = kind, buf, peer, dtype
+
+    @classmethod
+    def send(cls, buf, peer, dtype=None):
+        return cls("send", buf, peer, dtype)
+
+    @classmethod
+    def recv(cls, buf, peer, dtype=None):
+        return cls("recv", buf, peer, dtype)
+
+    def __repr__(self):
+        return "P2POp(%r, <%s>, peer=%r)" % (self.kind, type(self.buf).__name__, self.peer)
+
 
 def _close_all():
     for c in list(_live_comms):

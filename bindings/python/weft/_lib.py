@@ -40,6 +40,17 @@ class weft_comm_config_t(ctypes.Structure):  # noqa: N801 (the C name)
     ]
 
 
+class weft_p2p_op_t(ctypes.Structure):  # noqa: N801
+    # kind (WEFT_P2P_SEND = 0, WEFT_P2P_RECV = 1), buf, count, dtype, peer: natural alignment, as C.
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("buf", ctypes.c_void_p),
+        ("count", ctypes.c_size_t),
+        ("dtype", ctypes.c_int),
+        ("peer", ctypes.c_int),
+    ]
+
+
 class weft_unique_id_t(ctypes.Structure):  # noqa: N801
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
@@ -100,6 +111,8 @@ PROTOTYPES = {
     # buf, count, dtype, peer, comm, stream, request
     "weft_send": (_status, [_vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
     "weft_recv": (_status, [_vp, _sz, _dtype, _int, _handle, _vp, _handle_p]),
+    # ops, nops, comm, stream, request
+    "weft_p2p_batch": (_status, [ctypes.POINTER(weft_p2p_op_t), _sz, _handle, _vp, _handle_p]),
     "weft_dtype_size": (_status, [_dtype, _size_p]),
 }
 

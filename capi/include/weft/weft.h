@@ -223,8 +223,11 @@ weft_status_t weft_request_free(weft_request_t request);
  *  calls: one made while asynchronous host calls are queued waits for them.
  *  Low-precision reductions keep the rules above on NCCL too: f16/bf16/fp8 travel as float32.
  *  Device point-to-point through NCCL is ordered with the collectives on the stream, and a send
- *  waits there until the peer receives (use separate streams for a two-way exchange); to the
- *  rank itself it is staged.
+ *  waits there until the peer receives. A two-way exchange (each rank sends to and receives from
+ *  the other, a ring shift, an all-to-all) must be one weft_p2p_batch call: separate
+ *  weft_send/weft_recv calls, even on separate streams or with requests, can deadlock, since NCCL
+ *  serialises a communicator's work and connects a pair of ranks only when both have issued
+ *  their side. Device point-to-point to the rank itself is staged (also inside a batch).
  * In-place: allreduce, broadcast, reduce, alltoall, alltoallv: sendbuf == recvbuf.
  *           allgather(v), gather: sendbuf == recvbuf + this rank's offset (as NCCL/MPI_IN_PLACE).
  *           reduce_scatter: recvbuf == sendbuf + rank * recvcount elements.
@@ -274,6 +277,47 @@ weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int p
                         void *stream, weft_request_t *request);
 weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,
                         void *stream, weft_request_t *request);
+
+/* Batched point-to-point (as NCCL's ncclGroupStart/ncclSend/ncclRecv/ncclGroupEnd, or torch's
+ * batch_isend_irecv): every operation of ops[0..nops) is posted at once, and the call (or its
+ * request) completes when all of them have completed. Any mix of sends and receives, to any
+ * peers, the rank itself included, with any counts (0 too) and dtypes. Matching follows the
+ * rule above: between two ranks, sends and receives pair in issue order per direction, the
+ * batch's operations taking their place in the order of the array, so a batch's send may be
+ * received by weft_recv (or by another rank's batch) and vice versa.
+ * Use it for every exchange in which a rank both sends and receives (ring shifts, halo
+ * exchanges, all-to-all by hand, pipeline send-forward-receive-backward): on device memory
+ * through NCCL it is the only deadlock-free way (see "Streams" above); on host memory it saves
+ * a request per message.
+ * Memory: all buffers of one batch are host memory or all device memory, with the collectives'
+ * rules ("Memory" above; a mix is WEFT_ERR_UNSUPPORTED naming both ops). nops == 0 does nothing
+ * and completes at once (a request is still returned). ops may be NULL only when nops == 0.
+ * The array is read during the call only; the buffers must stay untouched until completion.
+ * Buffers of one batch must not overlap where one of them is a receive.
+ *
+ * weft_p2p_op_t is an element of an array, so its size is the array's stride: unlike the option
+ * structs it carries no struct_size (a caller's and the library's idea of the stride must agree
+ * without one). Its layout is frozen for WEFT_ABI_VERSION 1; an extension would come as a new
+ * function, not as new fields. Initialise every field:
+ *   weft_p2p_op_t ops[2] = {{WEFT_P2P_SEND, sbuf, n, WEFT_FLOAT32, right},
+ *                           {WEFT_P2P_RECV, rbuf, n, WEFT_FLOAT32, left}};
+ *   weft_p2p_batch(ops, 2, comm, NULL, NULL);
+ */
+typedef enum weft_p2p_kind {
+  WEFT_P2P_SEND = 0,
+  WEFT_P2P_RECV = 1
+} weft_p2p_kind_t;
+
+typedef struct weft_p2p_op {
+  weft_p2p_kind_t kind;
+  void *buf;          /* sends only read it */
+  size_t count;       /* elements of dtype; the receive's count must equal the send's */
+  weft_dtype_t dtype;
+  int peer;           /* rank in comm; this rank itself is allowed */
+} weft_p2p_op_t;
+
+weft_status_t weft_p2p_batch(const weft_p2p_op_t *ops, size_t nops, weft_comm_t comm, void *stream,
+                             weft_request_t *request);
 
 /* Size in bytes of one element of dtype (0 and WEFT_ERR_INVALID_ARGUMENT for a bad dtype). */
 weft_status_t weft_dtype_size(weft_dtype_t dtype, size_t *size);

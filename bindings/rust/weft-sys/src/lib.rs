@@ -104,6 +104,22 @@ pub struct weft_unique_id_t {
 
 pub const WEFT_SPLIT_NOCOLOR: c_int = -1;
 
+/// `enum weft_p2p_kind`.
+pub type weft_p2p_kind_t = c_int;
+pub const WEFT_P2P_SEND: weft_p2p_kind_t = 0;
+pub const WEFT_P2P_RECV: weft_p2p_kind_t = 1;
+
+/// `weft_p2p_op_t`: one operation of `weft_p2p_batch` (an array element: no struct_size).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_p2p_op_t {
+    pub kind: weft_p2p_kind_t,
+    pub buf: *mut c_void,
+    pub count: usize,
+    pub dtype: weft_dtype_t,
+    pub peer: c_int,
+}
+
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
     pub fn weft_last_error() -> *const c_char;
@@ -257,6 +273,13 @@ extern "C" {
         stream: *mut c_void,
         request: *mut weft_request_t,
     ) -> weft_status_t;
+    pub fn weft_p2p_batch(
+        ops: *const weft_p2p_op_t,
+        nops: usize,
+        comm: weft_comm_t,
+        stream: *mut c_void,
+        request: *mut weft_request_t,
+    ) -> weft_status_t;
 
     pub fn weft_dtype_size(dtype: weft_dtype_t, size: *mut usize) -> weft_status_t;
 }
@@ -270,6 +293,10 @@ mod tests {
         // x86-64 / aarch64 LP64: size_t, int64_t, int (+pad), pointer, int (+pad).
         assert_eq!(core::mem::size_of::<weft_comm_config_t>(), 40);
         assert_eq!(core::mem::size_of::<weft_unique_id_t>(), WEFT_UNIQUE_ID_BYTES);
+        // int (+pad), pointer, size_t, int, int.
+        assert_eq!(core::mem::size_of::<weft_p2p_op_t>(), 32);
+        assert_eq!(core::mem::offset_of!(weft_p2p_op_t, buf), 8);
+        assert_eq!(core::mem::offset_of!(weft_p2p_op_t, peer), 28);
         assert_eq!(WEFT_COMM_CONFIG_INIT.struct_size, 40);
         assert_eq!(WEFT_VERSION_CODE, 100);
     }

@@ -29,7 +29,7 @@ mod types;
 
 pub use weft_sys as sys;
 
-pub use comm::{AbortHandle, Comm, Config, UniqueId};
+pub use comm::{AbortHandle, Comm, Config, P2POp, UniqueId};
 pub use error::{last_error, status_string, Error, Result, Status};
 pub use request::{Request, Scope};
 pub use types::{Bf16, Dtype, Op, Transport, WeftType, F16};

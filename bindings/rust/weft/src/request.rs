@@ -13,7 +13,7 @@ use std::ptr;
 
 use weft_sys as sys;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, P2POp};
 use crate::error::{check, Error, Result};
 use crate::types::{Op, WeftType};
 
@@ -288,5 +288,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
     pub fn recv<T: WeftType>(&'scope self, buf: &'scope mut [T], peer: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.recv_raw(buf, peer, r))
+    }
+    /// [`Comm::p2p_batch`] as one request; the ops' buffers are borrowed for the scope.
+    pub fn p2p_batch(&'scope self, ops: impl IntoIterator<Item = P2POp<'scope>>) -> Result<Request<'scope>> {
+        self.start(|r| self.comm.p2p_batch_raw(ops, r))
     }
 }
