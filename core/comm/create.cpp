@@ -24,8 +24,9 @@ std::shared_ptr<Comm> with_shm(std::shared_ptr<Comm> comm) {
 
 // Device memory (transports/nccl): picks the GPU and sets up NCCL, likewise while every rank is
 // inside the creating call.
-std::shared_ptr<Comm> with_device(std::shared_ptr<Comm> comm, const Comm* parent) {
-  gpu::attach(*comm, parent);
+std::shared_ptr<Comm> with_device(std::shared_ptr<Comm> comm, const Comm* parent,
+                                  std::shared_ptr<gpu::SplitDevice> split = nullptr) {
+  gpu::attach(*comm, parent, std::move(split));
   return comm;
 }
 
@@ -76,6 +77,8 @@ std::shared_ptr<Comm> split_comm(Comm& parent, int color, int key, CommConfig co
 
   const bool participates = color >= 0;
   uint32_t id = agree_on_id(parent, participates);
+  // Every parent rank takes part in splitting the device side (NCCL), the left-out ones too.
+  std::shared_ptr<gpu::SplitDevice> device_split = gpu::split_device(parent, color, key);
   if (!participates) return nullptr;
 
   std::vector<int> order;
@@ -94,7 +97,7 @@ std::shared_ptr<Comm> split_comm(Comm& parent, int color, int key, CommConfig co
   log(LogLevel::info, "%s split: color %d -> %zu ranks, id %u", parent.describe().c_str(), color, members.size(), id);
   return with_device(
       with_shm(std::make_shared<Comm>(parent.world_ptr(), std::move(members), my_rank, id, std::move(config))),
-      &parent);
+      &parent, std::move(device_split));
 }
 
 }  // namespace weft

@@ -297,6 +297,38 @@ void uneven_p2p_then_collectives(size_t n, cudaStream_t stream) {
   }
 }
 
+// Split (even and odd ranks; the last rank left out when there are more than two) and a device
+// allreduce on the child: with NCCL the child's NCCL communicator is split from the parent's,
+// which every parent rank, the left-out one too, must take part in.
+void split_then_collective(cudaStream_t stream) {
+  const bool left_out = g_size > 2 && g_rank == g_size - 1;
+  const int color = left_out ? -1 : g_rank % 2;
+  weft_comm_t child = nullptr;
+  weft_status_t st = weft_comm_split(g_comm, color, g_rank, &child, nullptr);
+  float want = 0.0f;
+  for (int r = 0; r < g_size; ++r) {
+    if (!(g_size > 2 && r == g_size - 1) && r % 2 == color) want += static_cast<float>(r + 1);
+  }
+  float got = -1.0f;
+  if (st == WEFT_OK && child) {
+    void* d = nullptr;
+    cudaMalloc(&d, 4);
+    const float mine = static_cast<float>(g_rank + 1);
+    cudaMemcpy(d, &mine, 4, cudaMemcpyHostToDevice);
+    st = weft_allreduce(d, d, 1, WEFT_FLOAT32, WEFT_SUM, child, stream, nullptr);
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(&got, d, 4, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+  }
+  weft_comm_destroy(child);
+  const bool ok = st == WEFT_OK && (left_out ? child == nullptr : got == want);
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: split (color %d) then device allreduce failed: %s (got %g, want %g)\n", g_rank,
+                 color, st != WEFT_OK ? weft_last_error() : "wrong result", got, want);
+    ++g_failures;
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -333,6 +365,7 @@ int main() {
     for (Mode m : {Mode::null_stream, Mode::user_stream, Mode::request}) ring_p2p_batch(n, m, stream);
     if (n) uneven_p2p_then_collectives(n, stream);
   }
+  split_then_collective(stream);
   weft_status_t st = weft_barrier(g_comm, stream, nullptr);
   if (st != WEFT_OK) {
     std::fprintf(stderr, "rank %d: barrier: %s\n", g_rank, weft_last_error());

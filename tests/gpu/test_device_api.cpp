@@ -29,8 +29,13 @@ weft_comm_t make_comm(int64_t timeout_ms = 0) {
   return comm;
 }
 
+// The NCCL weft loads by default: the stand-in in a CUDA-emulated build (tests/gpu/CMakeLists.txt).
+#ifndef WEFT_TEST_NCCL_LIBRARY
+#define WEFT_TEST_NCCL_LIBRARY "libnccl.so.2"
+#endif
+
 bool nccl_loadable() {
-  void* lib = dlopen(std::getenv("WEFT_NCCL_LIBRARY") ? std::getenv("WEFT_NCCL_LIBRARY") : "libnccl.so.2",
+  void* lib = dlopen(std::getenv("WEFT_NCCL_LIBRARY") ? std::getenv("WEFT_NCCL_LIBRARY") : WEFT_TEST_NCCL_LIBRARY,
                      RTLD_NOW | RTLD_LOCAL);
   return lib != nullptr;
 }
@@ -354,6 +359,46 @@ TEST(DeviceNccl, SingleRankCommunicatorUsesNccl) {
   std::string log = testing::internal::GetCapturedStderr();
   ASSERT_NE(comm, nullptr) << weft_last_error();
   EXPECT_NE(log.find("through NCCL"), std::string::npos) << log;
+  weft_comm_destroy(comm);
+}
+
+// Split and dup of a communicator with NCCL split its NCCL communicator (ncclCommSplit) instead
+// of making one from scratch, and the children work on device memory; a rank left out (color
+// < 0) takes part in the split and gets no communicator.
+TEST(DeviceNccl, SplitAndDupSplitTheNcclCommunicator) {
+  WEFT_REQUIRE_GPU();
+  if (!nccl_loadable()) GTEST_SKIP() << "libnccl.so.2 cannot be loaded here";
+  const char* dbg = std::getenv("WEFT_DEBUG");
+  if (!dbg || std::string(dbg).find("info") == std::string::npos) GTEST_SKIP() << "run with WEFT_DEBUG=info";
+  weft_comm_t comm = make_comm();
+  ASSERT_NE(comm, nullptr) << weft_last_error();
+  testing::internal::CaptureStderr();
+  weft_comm_t split = nullptr, dup = nullptr, none = reinterpret_cast<weft_comm_t>(1);
+  const weft_status_t st_split = weft_comm_split(comm, 3, 0, &split, nullptr);
+  const weft_status_t st_dup = weft_comm_dup(comm, &dup);
+  const weft_status_t st_none = weft_comm_split(comm, -1, 0, &none, nullptr);
+  std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(WEFT_OK, st_split) << weft_last_error();
+  ASSERT_EQ(WEFT_OK, st_dup) << weft_last_error();
+  ASSERT_EQ(WEFT_OK, st_none) << weft_last_error();
+  EXPECT_EQ(nullptr, none);
+  size_t found = 0;
+  for (size_t at = log.find("split from the parent's"); at != std::string::npos;
+       at = log.find("split from the parent's", at + 1)) {
+    ++found;
+  }
+  EXPECT_EQ(2u, found) << log;
+  DeviceBuffer d(64);
+  std::vector<float> ones(16, 1.0f), got(16);
+  for (weft_comm_t c : {split, dup}) {
+    cudaMemcpy(d.get(), ones.data(), 64, cudaMemcpyHostToDevice);
+    ASSERT_EQ(WEFT_OK, weft_allreduce(d.get(), d.get(), 16, WEFT_FLOAT32, WEFT_SUM, c, nullptr, nullptr))
+        << weft_last_error();
+    cudaMemcpy(got.data(), d.get(), 64, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(ones, got);
+  }
+  weft_comm_destroy(split);
+  weft_comm_destroy(dup);
   weft_comm_destroy(comm);
 }
 

@@ -88,7 +88,35 @@ bool nccl_disabled_by_env() {
 
 }  // namespace
 
-void attach(Comm& comm, const Comm* parent) {
+struct SplitDevice {
+#if WEFT_HAVE_NCCL
+  std::unique_ptr<NcclComm> nccl;
+#endif
+  std::string why_not;  // why the split gave no NCCL communicator, when the parent had one
+};
+
+std::shared_ptr<SplitDevice> split_device(Comm& parent, int color, int key) {
+#if WEFT_HAVE_NCCL
+  DeviceContext* pctx = context_of(parent);
+  // Whether the parent has NCCL is the same on every rank (attach() agreed on it).
+  if (!pctx || !pctx->nccl() || nccl_disabled_by_env()) return nullptr;
+  auto out = std::make_shared<SplitDevice>();
+  try {
+    DeviceGuard guard(pctx->device());
+    out->nccl = NcclComm::split(parent, *pctx->nccl(), color, key, &out->why_not);
+  } catch (const Error& e) {
+    // A broken parent (abort, timeout) fails the whole split; the host path reports it.
+    if (parent.aborted() || e.status() == Status::timeout || e.status() == Status::remote) throw;
+    out->why_not = e.message();
+  }
+  return out;
+#else
+  (void)parent, (void)color, (void)key;
+  return nullptr;
+#endif
+}
+
+void attach(Comm& comm, const Comm* parent, std::shared_ptr<SplitDevice> split) {
   std::string why_count;
   const int count = device_count(&why_count);
   auto ctx = std::make_unique<DeviceContext>(count);
@@ -113,7 +141,16 @@ void attach(Comm& comm, const Comm* parent) {
   std::string why_not;
   if (!one_gpu_each(comm, *ctx->table_, &why_not)) {
     ctx->why_no_nccl_ = why_not;
+#if WEFT_HAVE_NCCL
+  } else if (split && split->nccl) {
+    ctx->nccl_ = std::move(split->nccl);
+    log(LogLevel::info, "%s: NCCL communicator split from the parent's (ncclCommSplit)", comm.describe().c_str());
+#endif
   } else {
+    if (split && !split->why_not.empty()) {
+      log(LogLevel::info, "%s: ncclCommSplit gave no communicator (%s); setting NCCL up from scratch",
+          comm.describe().c_str(), split->why_not.c_str());
+    }
 #if WEFT_HAVE_NCCL
     bool usable = !nccl_disabled_by_env();
     std::string local_why = usable ? "" : "WEFT_NCCL=0";

@@ -104,6 +104,17 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* oper
 // local_rank % device count) and sets up NCCL when every rank has its own GPU; otherwise device
 // buffers are staged. Never throws for a local CUDA/NCCL problem (that would leave the other
 // ranks waiting): it logs it (WEFT_DEBUG=info) and the communicator goes without.
-void attach(Comm& comm, const Comm* parent);
+//
+// `split` is what split_device() gave this rank when `comm` comes from weft_comm_split/dup.
+struct SplitDevice;
+void attach(Comm& comm, const Comm* parent, std::shared_ptr<SplitDevice> split);
+
+// Comm split hook (core/comm/create.cpp), collective over the parent on every one of its ranks,
+// including those that get no new communicator (color < 0): when the parent has NCCL, the new
+// communicator's NCCL communicator is split from it (ncclCommSplit), which costs far less than
+// one made from scratch. The result goes to attach() of the new communicator (nullptr: nothing
+// to hand over). Never throws for a local NCCL problem (the new communicator then sets NCCL up
+// from scratch, or goes without, as attach() decides).
+std::shared_ptr<SplitDevice> split_device(Comm& parent, int color, int key);
 
 }  // namespace weft::gpu

@@ -19,6 +19,7 @@
 namespace weft::gpu {
 
 class NcclComm;
+struct SplitDevice;
 
 // Every world rank's GPU, exchanged once when the root communicator is created and shared by
 // all communicators split from it (a rank keeps its GPU for life).
@@ -59,7 +60,7 @@ class DeviceContext final : public DeviceState {
   size_t staging_chunk() const { return staging_chunk_; }
 
  private:
-  friend void attach(Comm& comm, const Comm* parent);
+  friend void attach(Comm& comm, const Comm* parent, std::shared_ptr<SplitDevice> split);
 
   int device_count_ = 0;
   int device_ = -1;

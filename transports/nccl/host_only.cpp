@@ -58,6 +58,7 @@ void gather(Launch&, const void*, void*, size_t, DType, int) { unreachable("gath
 void scatter(Launch&, const void*, void*, size_t, DType, int) { unreachable("scatter"); }
 void barrier(Launch&) { unreachable("barrier"); }
 
-void attach(Comm&, const Comm*) {}
+void attach(Comm&, const Comm*, std::shared_ptr<SplitDevice>) {}
+std::shared_ptr<SplitDevice> split_device(Comm&, int, int) { return nullptr; }
 
 }  // namespace weft::gpu

@@ -101,6 +101,50 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string*
   return std::unique_ptr<NcclComm>(new NcclComm(*api, handle, comm.config().timeout));
 }
 
+std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, int color, int key,
+                                          std::string* why) {
+  const NcclApi& api = parent.api_;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t handle = nullptr;
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(parent.mutex_);
+    r = parent.handle_ ? api.CommSplit(parent.handle_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &handle, &config)
+                       : ncclInvalidUsage;
+  }
+  std::string stopped;
+  if (r == ncclInProgress && handle) {
+    r = wait_ready(api, handle, parent_comm, &stopped);
+  } else if (r == ncclInProgress) {
+    // A rank left out (color < 0) gets no child to ask: the parent reports when its part is done.
+    Deadline deadline(parent_comm.config().timeout);
+    Backoff backoff;
+    while ((r = parent.async_error()) == ncclInProgress && !parent_comm.aborted() && !deadline.expired()) {
+      backoff.pause();
+    }
+    if (r == ncclInProgress) stopped = parent_comm.aborted() ? "aborted by weft_comm_abort" : "not done in time";
+  }
+  std::string local_why;
+  if (r != ncclSuccess) {
+    local_why = stopped.empty() ? "ncclCommSplit: " + nccl_error_text(api, r) : "ncclCommSplit: " + stopped;
+  }
+  int64_t ok = r == ncclSuccess ? 1 : 0;
+  try {
+    coll::allreduce(parent_comm, &ok, &ok, 1, DType::i64, ReduceOp::min);
+  } catch (...) {
+    if (handle) api.CommAbort(handle);
+    throw;
+  }
+  if (!ok) {
+    if (handle) api.CommAbort(handle);
+    *why = local_why.empty() ? "ncclCommSplit failed on another rank" : local_why;
+    return nullptr;
+  }
+  if (!handle) return nullptr;  // color < 0: no communicator, as asked
+  return std::unique_ptr<NcclComm>(new NcclComm(api, handle, parent_comm.config().timeout));
+}
+
 NcclComm::~NcclComm() {
   // Finalize flushes what this rank issued; a communicator that does not get there within the
   // deadline (a peer gone, work that never completes) is aborted instead, so destroy never hangs.

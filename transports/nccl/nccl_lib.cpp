@@ -57,6 +57,7 @@ Loaded load() {
   std::string& why = out.why;
   bool ok = bind(lib, "ncclGetVersion", a.GetVersion, why) && bind(lib, "ncclGetUniqueId", a.GetUniqueId, why) &&
             bind(lib, "ncclCommInitRankConfig", a.CommInitRankConfig, why) &&
+            bind(lib, "ncclCommSplit", a.CommSplit, why) &&
             bind(lib, "ncclCommFinalize", a.CommFinalize, why) && bind(lib, "ncclCommDestroy", a.CommDestroy, why) &&
             bind(lib, "ncclCommAbort", a.CommAbort, why) &&
             bind(lib, "ncclCommGetAsyncError", a.CommGetAsyncError, why) &&

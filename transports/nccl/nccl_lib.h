@@ -21,6 +21,7 @@ struct NcclApi {
   decltype(&::ncclGetVersion) GetVersion = nullptr;
   decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
   decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&::ncclCommSplit) CommSplit = nullptr;
   decltype(&::ncclCommFinalize) CommFinalize = nullptr;
   decltype(&::ncclCommDestroy) CommDestroy = nullptr;
   decltype(&::ncclCommAbort) CommAbort = nullptr;
