@@ -56,6 +56,9 @@ class Transport {
   // Blocks up to `max_us` for network activity (or returns at once if unsupported), so that
   // ranks outnumbering cores sleep instead of spinning.
   virtual void wait_for_activity(int max_us) = 0;
+  // True when the engine moves CUDA device memory itself (a CUDA-enabled UCX): device buffers
+  // may then be handed to it directly instead of being staged through pinned host memory.
+  virtual bool addresses_cuda_memory() const { return false; }
   // True once the engine has seen the connection to `peer` fail.
   virtual bool peer_failed(int peer) const = 0;
   // Human-readable engine name and details for WEFT_DEBUG=info.

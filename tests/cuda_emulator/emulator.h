@@ -12,6 +12,8 @@
 // - Device memory is not host-accessible: cudaMalloc hands out an address range mapped
 //   PROT_NONE, so a host read or write of device memory is a SIGSEGV, as on a real GPU. The
 //   emulator itself works on a second mapping of the same pages (host_view()).
+//   WEFT_EMU_HOST_VISIBLE_DEVICE_MEMORY=1 maps it read-write instead: the stand-in for a
+//   CUDA-enabled UCX (which moves device memory itself), with WEFT_TEST_UCX_CUDA=1.
 // - Streams are asynchronous: every stream has a worker thread that runs its work in order,
 //   after a delay (WEFT_EMU_OP_DELAY_US, default 100), so host code that reads a result
 //   without waiting for the stream reads stale data. Events, cudaStreamWaitEvent and the

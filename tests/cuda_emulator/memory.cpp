@@ -32,6 +32,16 @@ std::map<const char*, Allocation>& allocations() {
   return *m;
 }
 
+// WEFT_EMU_HOST_VISIBLE_DEVICE_MEMORY=1: device memory is host-accessible, as a CUDA-enabled UCX
+// would treat it (it moves device memory itself): for tests of weft's direct path to UCX.
+bool host_visible() {
+  static const bool v = [] {
+    const char* e = std::getenv("WEFT_EMU_HOST_VISIBLE_DEVICE_MEMORY");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return v;
+}
+
 size_t page_round(size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -64,7 +74,7 @@ cudaError_t allocate(void** out, size_t bytes, Kind kind) {
     void* dev = MAP_FAILED;
     void* alias = MAP_FAILED;
     if (ftruncate(fd, static_cast<off_t>(a.mapped)) == 0) {
-      dev = mmap(nullptr, a.mapped, PROT_NONE, MAP_SHARED, fd, 0);
+      dev = mmap(nullptr, a.mapped, host_visible() ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_SHARED, fd, 0);
       alias = mmap(nullptr, a.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     close(fd);

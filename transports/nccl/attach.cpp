@@ -101,14 +101,17 @@ std::shared_ptr<SplitDevice> split_device(Comm& parent, int color, int key) {
   // Whether the parent has NCCL is the same on every rank (attach() agreed on it).
   if (!pctx || !pctx->nccl() || nccl_disabled_by_env()) return nullptr;
   auto out = std::make_shared<SplitDevice>();
+  // A local CUDA problem must not keep this rank from the split's agreement step.
+  bool usable = true;
+  std::optional<DeviceGuard> guard;
   try {
-    DeviceGuard guard(pctx->device());
-    out->nccl = NcclComm::split(parent, *pctx->nccl(), color, key, &out->why_not);
+    guard.emplace(pctx->device());
   } catch (const Error& e) {
-    // A broken parent (abort, timeout) fails the whole split; the host path reports it.
-    if (parent.aborted() || e.status() == Status::timeout || e.status() == Status::remote) throw;
+    usable = false;
     out->why_not = e.message();
   }
+  // Errors from the agreement (a broken parent: abort, timeout, a dead rank) fail the split.
+  out->nccl = NcclComm::split(parent, *pctx->nccl(), usable, color, key, &out->why_not);
   return out;
 #else
   (void)parent, (void)color, (void)key;
@@ -130,6 +133,7 @@ void attach(Comm& comm, const Comm* parent, std::shared_ptr<SplitDevice> split) 
     std::string why = why_count;
     int device = choose_device(comm, count, &why);
     DeviceInfo mine = describe_device(device, &why);
+    mine.transport_cuda = comm.world().transport().addresses_cuda_memory() ? 1 : 0;
     ctx->device_ = mine.device;
     ctx->why_no_device_ = why;
     // The root communicator's ranks are the world's ranks, in order.

@@ -57,6 +57,13 @@ void* DeviceContext::tiny_buffer() {
   return tiny_;
 }
 
+bool DeviceContext::direct_transfers_with(const Comm& comm, int peer) const {
+  if (!table_) return false;
+  const DeviceTable& t = *table_;
+  return t[static_cast<size_t>(comm.world_rank_of(comm.rank()))].transport_cuda &&
+         t[static_cast<size_t>(comm.world_rank_of(peer))].transport_cuda;
+}
+
 DeviceContext* context_of(const Comm& comm) { return dynamic_cast<DeviceContext*>(comm.device()); }
 
 DeviceContext& require_context(const Comm& comm, const char* operation) {

@@ -25,7 +25,8 @@ struct SplitDevice;
 // all communicators split from it (a rank keeps its GPU for life).
 struct DeviceInfo {
   int32_t device;  // < 0: none
-  int32_t pad;
+  uint8_t transport_cuda;  // 1: this rank's transport moves CUDA memory itself (a CUDA-enabled UCX)
+  uint8_t pad[3];
   uint8_t uuid[16];
 };
 using DeviceTable = std::vector<DeviceInfo>;  // indexed by world rank
@@ -48,6 +49,9 @@ class DeviceContext final : public DeviceState {
   NcclComm* nccl() const { return nccl_.get(); }
   const std::string& why_no_nccl() const { return why_no_nccl_; }
   const std::shared_ptr<const DeviceTable>& table() const { return table_; }
+  // Whether device buffers between this rank and `peer` of `comm` go to the transport directly:
+  // when both ranks' transports move CUDA memory (else they are staged through pinned memory).
+  bool direct_transfers_with(const Comm& comm, int peer) const;
 
   // The communicator's own stream (for calls with a NULL stream): created on first use, blocking
   // with respect to the legacy default stream. The device must be current.

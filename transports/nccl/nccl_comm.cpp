@@ -101,14 +101,16 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string*
   return std::unique_ptr<NcclComm>(new NcclComm(*api, handle, comm.config().timeout));
 }
 
-std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, int color, int key,
+std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, bool usable, int color, int key,
                                           std::string* why) {
   const NcclApi& api = parent.api_;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t handle = nullptr;
   ncclResult_t r;
-  {
+  if (!usable) {
+    r = ncclInvalidUsage;  // the others' split cannot complete without this rank: they time out
+  } else {
     std::lock_guard<std::mutex> lock(parent.mutex_);
     r = parent.handle_ ? api.CommSplit(parent.handle_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &handle, &config)
                        : ncclInvalidUsage;
@@ -126,7 +128,9 @@ std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, i
     if (r == ncclInProgress) stopped = parent_comm.aborted() ? "aborted by weft_comm_abort" : "not done in time";
   }
   std::string local_why;
-  if (r != ncclSuccess) {
+  if (!usable) {
+    local_why = *why;
+  } else if (r != ncclSuccess) {
     local_why = stopped.empty() ? "ncclCommSplit: " + nccl_error_text(api, r) : "ncclCommSplit: " + stopped;
   }
   int64_t ok = r == ncclSuccess ? 1 : 0;

@@ -31,8 +31,9 @@ class NcclComm {
   static std::unique_ptr<NcclComm> create(Comm& comm, bool usable, std::string* why);
   // Collective over `parent_comm` (every rank of it, including those with color < 0, which get
   // nullptr): ncclCommSplit of `parent` (parent_comm's NCCL communicator), then agreement over
-  // the parent's host path. nullptr on every rank, with *why, when any rank failed.
-  static std::unique_ptr<NcclComm> split(Comm& parent_comm, NcclComm& parent, int color, int key,
+  // the parent's host path. nullptr on every rank, with *why, when any rank failed. A rank that
+  // cannot take part (`usable` false, *why saying why) still joins the agreement.
+  static std::unique_ptr<NcclComm> split(Comm& parent_comm, NcclComm& parent, bool usable, int color, int key,
                                          std::string* why);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;

@@ -9,7 +9,9 @@
 // matched in issue order, with the same tags, so a staged device send pairs with a host-memory
 // receive and vice versa. Sends first copy their buffers to pinned memory (after the stream's
 // earlier work); receives land in pinned memory and are copied to the device when all of the
-// batch's operations have completed.
+// batch's operations have completed. Where both ranks' UCX moves CUDA memory itself (a
+// CUDA-enabled UCX: DeviceContext::direct_transfers_with), the device buffers go to UCX as they
+// are, after the stream's earlier work, with no pinned copy.
 // A batch on the NCCL path sends to itself staged too, so that self messages keep issue order
 // with weft_send/weft_recv to self (NCCL pairs a send and a receive to self only inside one
 // group). Its staged part is posted before the group is queued: the sends' copies to pinned
@@ -34,24 +36,33 @@ class StagedP2P final : public Pending {
     DeviceGuard guard(ctx_.device());
     entries_.reserve(ops.size());
     for (const P2POp& o : ops) {
-      entries_.push_back(Entry{o, ctx_.pinned().take(o.bytes), std::make_unique<transport::Op>()});
+      const bool direct = ctx_.direct_transfers_with(c, o.peer);
+      entries_.push_back(Entry{o, direct, direct ? PinnedBuffer() : ctx_.pinned().take(o.bytes),
+                               std::make_unique<transport::Op>()});
     }
+    // The stream's earlier work must be done before UCX touches a buffer: staged sends copy
+    // after it on the stream; direct operations wait for it here.
     cudaStream_t s = this->stream();
-    bool copied = false;
+    bool wait = false;
     for (Entry& e : entries_) {
-      if (!e.op.is_send || !e.op.bytes) continue;
-      cuda_check(cudaMemcpyAsync(e.pin.data(), e.op.buf, e.op.bytes, cudaMemcpyDeviceToHost, s),
-                 "staging: copy from the device");
-      copied = true;
+      if (!e.op.bytes) continue;
+      if (e.direct) {
+        wait = true;
+      } else if (e.op.is_send) {
+        cuda_check(cudaMemcpyAsync(e.pin.data(), e.op.buf, e.op.bytes, cudaMemcpyDeviceToHost, s),
+                   "staging: copy from the device");
+        wait = true;
+      }
     }
-    if (copied) wait_stream(c, ctx_, s, what_);
+    if (wait) wait_stream(c, ctx_, s, what_);
     transport::Transport& t = c.world().transport();
     for (Entry& e : entries_) {
       const int world_peer = c.world_rank_of(e.op.peer);
+      void* buf = e.direct ? e.op.buf : e.pin.data();
       if (e.op.is_send) {
-        t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), e.pin.data(), e.op.bytes);
+        t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), buf, e.op.bytes);
       } else {
-        t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), e.pin.data(), e.op.bytes);
+        t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), buf, e.op.bytes);
       }
     }
   }
@@ -89,7 +100,7 @@ class StagedP2P final : public Pending {
     cudaStream_t s = stream();
     bool copied = false;
     for (Entry& e : entries_) {
-      if (e.op.is_send || !e.op.bytes) continue;
+      if (e.op.is_send || e.direct || !e.op.bytes) continue;
       cuda_check(cudaMemcpyAsync(e.op.buf, e.pin.data(), e.op.bytes, cudaMemcpyHostToDevice, s),
                  "staging: copy to the device");
       copied = true;
@@ -101,7 +112,8 @@ class StagedP2P final : public Pending {
  private:
   struct Entry {
     P2POp op;
-    PinnedBuffer pin;
+    bool direct;      // the device buffer goes to UCX itself
+    PinnedBuffer pin;  // staged: the pinned copy
     std::unique_ptr<transport::Op> transfer;
   };
 

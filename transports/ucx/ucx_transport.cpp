@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "core/common/log.h"
 #include "core/common/status.h"
@@ -58,6 +59,16 @@ UcxTransport::UcxTransport() {
   ucs_status_t st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(st, "context init (ucp_init)");
+  // Which memory UCX can move: Debian's UCX has host memory only, a CUDA-enabled build lists
+  // CUDA too, and then device buffers go to it directly (transports/nccl/p2p.cpp).
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(context_, &attr) == UCS_OK) {
+    cuda_memory_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+  }
+  // Test-only: pretend so, for the CUDA emulator with host-visible device memory
+  // (tests/cuda_emulator: WEFT_EMU_HOST_VISIBLE_DEVICE_MEMORY), where the direct path can run.
+  if (const char* v = std::getenv("WEFT_TEST_UCX_CUDA"); v && std::strcmp(v, "1") == 0) cuda_memory_ = true;
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -232,8 +243,10 @@ bool UcxTransport::peer_failed(int peer) const {
 std::string UcxTransport::describe() const {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  return format("UCX %u.%u.%u, %d endpoints: %d on this host (UCX shared memory), %d remote (peer-failure mode)",
-                major, minor, release, npeers_, same_host_peers_, npeers_ - same_host_peers_);
+  return format("UCX %u.%u.%u, %d endpoints: %d on this host (UCX shared memory), %d remote (peer-failure mode); "
+                "CUDA memory: %s",
+                major, minor, release, npeers_, same_host_peers_, npeers_ - same_host_peers_,
+                cuda_memory_ ? "yes (device buffers go to UCX directly)" : "no (device buffers are staged)");
 }
 
 }  // namespace weft::transport

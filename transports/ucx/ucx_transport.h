@@ -32,6 +32,7 @@ class UcxTransport final : public Transport {
   bool progress() override;
   void wait_for_activity(int max_us) override;
   bool peer_failed(int peer) const override;
+  bool addresses_cuda_memory() const override { return cuda_memory_; }
   std::string describe() const override;
 
  private:
@@ -49,6 +50,7 @@ class UcxTransport final : public Transport {
   std::unique_ptr<std::atomic<bool>[]> peer_failed_;
   int npeers_ = 0;
   int same_host_peers_ = 0;
+  bool cuda_memory_ = false;  // UCX lists CUDA among its memory types (a CUDA-enabled build)
 };
 
 }  // namespace weft::transport
