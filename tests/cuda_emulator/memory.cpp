@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "tests/cuda_emulator/emulator.h"
@@ -42,6 +43,11 @@ bool host_visible() {
   return v;
 }
 
+std::set<cudaMemPool_t>& pools() {
+  static auto* s = new std::set<cudaMemPool_t>;
+  return *s;
+}
+
 size_t page_round(size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -59,14 +65,15 @@ const Allocation* find_locked(const void* p) {
   return &a;
 }
 
-cudaError_t allocate(void** out, size_t bytes, Kind kind) {
+// device < 0: the calling thread's current device.
+cudaError_t allocate(void** out, size_t bytes, Kind kind, int device = -1) {
   if (!out) return fail(cudaErrorInvalidValue);
   *out = nullptr;
   if (bytes == 0) return cudaSuccess;  // as the runtime: a NULL pointer, no error
   Allocation a;
   a.region.kind = kind;
   a.region.bytes = bytes;
-  a.region.device = kind == Kind::pinned ? -1 : bind_current_device();
+  a.region.device = kind == Kind::pinned ? -1 : device >= 0 ? device : bind_current_device();
   a.mapped = page_round(bytes);
   if (kind == Kind::device) {
     const int fd = memfd_create("weft-emu-device", MFD_CLOEXEC);
@@ -224,6 +231,50 @@ cudaError_t cudaFreeHost(void* p) {
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
   if (!stream_for(stream)) return fail(cudaErrorInvalidResourceHandle);
   return allocate(p, bytes, Kind::device);
+}
+
+// Memory pools: a pool is its device; allocations from it are device memory like any other
+// (release thresholds are accepted and have nothing to act on).
+struct Pool {
+  int device;
+};
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  if (!pool || !props || props->allocType != cudaMemAllocationTypePinned ||
+      props->location.type != cudaMemLocationTypeDevice) {
+    return fail(cudaErrorInvalidValue);
+  }
+  if (props->location.id < 0 || props->location.id >= device_count()) return fail(cudaErrorInvalidDevice);
+  *pool = reinterpret_cast<cudaMemPool_t>(new Pool{props->location.id});
+  std::lock_guard<std::mutex> lock(g_mutex);
+  pools().insert(*pool);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (!value || attr != cudaMemPoolAttrReleaseThreshold) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return pools().count(pool) ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (pools().erase(pool) == 0) return fail(cudaErrorInvalidValue);
+  }
+  delete reinterpret_cast<Pool*>(pool);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, cudaStream_t stream) {
+  if (!stream_for(stream)) return fail(cudaErrorInvalidResourceHandle);
+  int device;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!pools().count(pool)) return fail(cudaErrorInvalidValue);
+    device = reinterpret_cast<Pool*>(pool)->device;
+  }
+  return allocate(p, bytes, Kind::device, device);
 }
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {

@@ -205,3 +205,34 @@ TEST(CudaEmulator, DevicesAndContexts) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CudaEmulator, MemoryPools) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool;
+  ASSERT_EQ(cudaSuccess, cudaMemPoolCreate(&pool, &props));
+  uint64_t keep = 1 << 20;
+  EXPECT_EQ(cudaSuccess, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  cudaStream_t s;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* p = nullptr;
+  ASSERT_EQ(cudaSuccess, cudaMallocFromPoolAsync(&p, 100, pool, s));
+  cudaPointerAttributes a;
+  ASSERT_EQ(cudaSuccess, cudaPointerGetAttributes(&a, p));
+  EXPECT_EQ(cudaMemoryTypeDevice, a.type);
+  ASSERT_EQ(cudaSuccess, cudaFreeAsync(p, s));
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(s));
+  EXPECT_EQ(cudaSuccess, cudaMemPoolDestroy(pool));
+  EXPECT_EQ(cudaErrorInvalidValue, cudaMallocFromPoolAsync(&p, 100, pool, s)) << "a destroyed pool";
+  cudaGetLastError();
+  props.location.id = 99;
+  EXPECT_EQ(cudaErrorInvalidDevice, cudaMemPoolCreate(&pool, &props));
+  cudaGetLastError();
+  cudaStreamDestroy(s);
+}
+
+}  // namespace

@@ -23,7 +23,7 @@ DeviceContext::DeviceContext(int device_count) : device_count_(device_count) {
 }
 
 DeviceContext::~DeviceContext() {
-  if (device_ < 0) return;
+  if (device_ < 0 || (!nccl_ && !tiny_ && !stream_ && !scratch_pool_)) return;
   try {
     // With the communicator's device current: NCCL restores "the current device" with its own
     // runtime, which on a thread without one would make a context on GPU 0.
@@ -31,6 +31,8 @@ DeviceContext::~DeviceContext() {
     // NCCL first: finalizing flushes work that may still use the streams and buffers below.
     nccl_.reset();
     if (tiny_) cudaFree(tiny_);
+    // Outstanding allocations (none once the streams are done) would keep it alive until freed.
+    if (scratch_pool_) cudaMemPoolDestroy(scratch_pool_);
     if (stream_) cudaStreamDestroy(stream_);
     cudaGetLastError();
   } catch (const Error&) {
@@ -62,6 +64,27 @@ bool DeviceContext::direct_transfers_with(const Comm& comm, int peer) const {
   const DeviceTable& t = *table_;
   return t[static_cast<size_t>(comm.world_rank_of(comm.rank()))].transport_cuda &&
          t[static_cast<size_t>(comm.world_rank_of(peer))].transport_cuda;
+}
+
+cudaMemPool_t DeviceContext::scratch_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (scratch_pool_tried_) return scratch_pool_;
+  scratch_pool_tried_ = true;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device_;
+  if (cudaMemPoolCreate(&scratch_pool_, &props) != cudaSuccess) {
+    cudaGetLastError();
+    scratch_pool_ = nullptr;
+    log(LogLevel::info, "no memory pool of weft's own on CUDA device %d: scratch comes from the default pool", device_);
+    return nullptr;
+  }
+  uint64_t keep = uint64_t{256} << 20;
+  if (cudaMemPoolSetAttribute(scratch_pool_, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
+    cudaGetLastError();  // the pool still works, trimming at every synchronisation
+  }
+  return scratch_pool_;
 }
 
 DeviceContext* context_of(const Comm& comm) { return dynamic_cast<DeviceContext*>(comm.device()); }

@@ -60,6 +60,10 @@ class DeviceContext final : public DeviceState {
   PinnedPool& pinned() { return pinned_; }
   // 16 bytes of device memory for stream-ordered barriers (NCCL has no barrier).
   void* tiny_buffer();
+  // The pool device scratch comes from (device_scratch.h): created on first use, keeping up to
+  // 256 MiB of freed memory mapped; nullptr (the default pool) where the driver has no pools.
+  // The device must be current.
+  cudaMemPool_t scratch_pool();
   // Bytes per staging chunk (WEFT_STAGING_CHUNK_BYTES, default 4 MiB).
   size_t staging_chunk() const { return staging_chunk_; }
 
@@ -76,6 +80,8 @@ class DeviceContext final : public DeviceState {
   std::mutex mutex_;  // lazy members below
   cudaStream_t stream_ = nullptr;
   void* tiny_ = nullptr;
+  cudaMemPool_t scratch_pool_ = nullptr;
+  bool scratch_pool_tried_ = false;
   EventPool events_;
   PinnedPool pinned_;
 };

@@ -1,6 +1,8 @@
 // Private to transports/nccl: device memory for one operation, allocated and freed in stream
-// order (cudaMallocAsync / cudaFreeAsync), so it is reused only after the work that uses it
-// and the steady state allocates from CUDA's pool without synchronising.
+// order (cudaMallocFromPoolAsync / cudaFreeAsync), so it is reused only after the work that
+// uses it. The pool is the communicator's own (DeviceContext::scratch_pool), which keeps freed
+// memory up to a threshold: CUDA's default pool returns everything at each synchronisation, so
+// every call would map its scratch afresh. A null pool means the device's default pool.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,8 +15,10 @@ namespace weft::gpu {
 
 class DeviceScratch {
  public:
-  DeviceScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes) cuda_check(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync for device scratch");
+  DeviceScratch(cudaMemPool_t pool, size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (!bytes) return;
+    cuda_check(pool ? cudaMallocFromPoolAsync(&data_, bytes, pool, stream) : cudaMallocAsync(&data_, bytes, stream),
+               "allocating device scratch (stream-ordered)");
   }
   ~DeviceScratch() {
     if (data_) cudaFreeAsync(data_, stream_);

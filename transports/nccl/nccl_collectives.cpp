@@ -123,7 +123,7 @@ void allreduce(Launch& l, const void* send, void* recv, size_t count, DType d, R
     if (w.divide_after) kc::divide_by(recv, count, d, l.comm().size(), s);
     return;
   }
-  DeviceScratch tmp(count * w.elem, s);
+  DeviceScratch tmp(l.ctx().scratch_pool(), count * w.elem, s);
   encode(w, tmp.data(), send, count, d, op, s);
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
     return api.AllReduce(tmp.data(), tmp.data(), count, w.type, w.op, c, s);
@@ -144,7 +144,7 @@ void reduce(Launch& l, const void* send, void* recv, size_t count, DType d, Redu
     if (w.divide_after && is_root) kc::divide_by(recv, count, d, l.comm().size(), s);
     return;
   }
-  DeviceScratch tmp(count * w.elem, s);
+  DeviceScratch tmp(l.ctx().scratch_pool(), count * w.elem, s);
   encode(w, tmp.data(), send, count, d, op, s);
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
     return api.Reduce(tmp.data(), tmp.data(), count, w.type, w.op, root, c, s);
@@ -165,7 +165,7 @@ void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, D
     return;
   }
   const size_t n = static_cast<size_t>(l.comm().size());
-  DeviceScratch tmp(n * recvcount * w.elem, s);
+  DeviceScratch tmp(l.ctx().scratch_pool(), n * recvcount * w.elem, s);
   encode(w, tmp.data(), send, n * recvcount, d, op, s);
   char* mine = tmp.data() + static_cast<size_t>(l.comm().rank()) * recvcount * w.elem;
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
@@ -217,7 +217,7 @@ void exchange(Launch& l, const void* send, const std::vector<size_t>& soff, cons
   cudaStream_t s = l.stream();
   std::optional<DeviceScratch> copy;
   if (send == recv && send_extent) {
-    copy.emplace(send_extent, s);
+    copy.emplace(l.ctx().scratch_pool(), send_extent, s);
     kc::copy(copy->data(), send, send_extent, s);
     send = copy->data();
   }
