@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/comm/comm.h"
@@ -26,6 +27,8 @@ struct weft_request {
   std::vector<std::unique_ptr<weft::transport::Op>> ops;
   std::shared_ptr<weft::gpu::Pending> device;
   const char* operation;
+  // Point-to-point that failed: later weft_wait/weft_test calls report the same error.
+  std::optional<weft::Error> failure;
 };
 
 namespace weft::capi {

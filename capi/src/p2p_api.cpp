@@ -4,6 +4,7 @@
 // communicator match in issue order per direction (same tag for every message of a sender on a
 // communicator: the transport matches in posting order).
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,15 @@
 
 using namespace weft;
 using namespace weft::capi;
+
+// weft_p2p_op_t is an array element, so its layout is the ABI (weft.h): pinned here for LP64,
+// the layout every binding mirrors.
+#if UINTPTR_MAX == 0xffffffffffffffffu
+static_assert(sizeof(weft_p2p_op_t) == 32 && offsetof(weft_p2p_op_t, kind) == 0 && offsetof(weft_p2p_op_t, buf) == 8 &&
+                  offsetof(weft_p2p_op_t, count) == 16 && offsetof(weft_p2p_op_t, dtype) == 24 &&
+                  offsetof(weft_p2p_op_t, peer) == 28,
+              "weft_p2p_op_t's layout is frozen for WEFT_ABI_VERSION 1");
+#endif
 
 namespace {
 

@@ -10,16 +10,24 @@ namespace {
 
 // Waits for a point-to-point request; on failure the ops UCX still holds are parked.
 void wait_p2p(weft_request* r) {
+  if (r->failure) throw *r->failure;  // a failed request stays failed
   if (r->ops.empty()) return;
   std::vector<transport::Op*> ops;
   ops.reserve(r->ops.size());
   for (auto& op : r->ops) ops.push_back(op.get());
-  try {
-    wait_ops(*r->comm, ops, {r->operation, "", 0});
-  } catch (...) {
+  auto drop_ops = [r] {
     for (auto& op : r->ops)
       if (!op->finished()) r->comm->world().bury(std::move(op));
     r->ops.clear();
+  };
+  try {
+    wait_ops(*r->comm, ops, {r->operation, "", 0});
+  } catch (const Error& e) {
+    drop_ops();
+    r->failure = e;
+    throw;
+  } catch (...) {
+    drop_ops();
     throw;
   }
 }
@@ -59,6 +67,8 @@ WEFT_API weft_status_t weft_test(weft_request_t request, int* done) {
     } else if (r->task) {
       pending = !r->task->done();
       if (!pending) r->task->rethrow();
+    } else if (r->failure) {
+      wait_p2p(r);  // reports the earlier failure again
     } else if (!r->ops.empty()) {
       if (!all_finished(r)) r->comm->world().transport().progress();
       pending = !all_finished(r);

@@ -1215,13 +1215,27 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     std::lock_guard<std::mutex> lock(parent->mutex);
     j = parent->next_split++;
   }
-  // The child exists (in progress) at once; its place is learnt from the parent's exchange.
+  // The child exists (in progress) at once; its place is learnt from the parent's exchange. As
+  // NCCL: a non-blocking split writes *newcomm only when it is over (success or not), from its
+  // own thread, and the caller learns that from the parent's state; a blocking one before
+  // returning.
   std::shared_ptr<State> child;
+  ncclComm_t handle = nullptr;
   if (color != NCCL_SPLIT_NOCOLOR) {
     child = new_state("", 0, 1, parent->device, blocking);
-    *newcomm = make_handle(child);
+    handle = make_handle(child);
   }
-  auto work = [parent, child, color, key, j] {
+  const bool async = !parent->blocking || (child && !child->blocking);
+  if (!async) *newcomm = handle;
+  ncclComm_t* late_out = async ? newcomm : nullptr;
+  auto work = [parent, child, color, key, j, handle, late_out] {
+    struct Publish {  // on every way out of the job
+      ncclComm_t* out;
+      ncclComm_t handle;
+      ~Publish() {
+        if (out) __atomic_store_n(out, handle, __ATOMIC_RELEASE);
+      }
+    } publish_handle{late_out, handle};
     const int32_t mine[2] = {color, key};
     const std::string tag = "s" + std::to_string(j);
     ncclResult_t r = ncclSuccess;
@@ -1261,7 +1275,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     if (r != ncclSuccess) parent->set_error(r);
     parent->busy.fetch_sub(1);
   };
-  if (!parent->blocking || (child && !child->blocking)) {
+  if (async) {
     parent->busy.fetch_add(1);
     parent->start_job(std::move(work));
     return ncclInProgress;

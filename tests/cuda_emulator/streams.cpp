@@ -31,7 +31,7 @@ struct Stream {
   std::deque<std::function<void()>> queue;
   uint64_t enqueued = 0;
   uint64_t completed = 0;
-  bool closing = false;
+  bool closing = false;  // cudaStreamDestroy was called: the handle is dead, queued work still runs
 };
 
 namespace {
@@ -71,7 +71,7 @@ void work_loop(std::shared_ptr<Stream> s) {
     {
       std::unique_lock<std::mutex> lock(s->mutex);
       s->changed.wait(lock, [&] { return !s->queue.empty() || s->closing; });
-      if (s->queue.empty()) return;  // closing and drained
+      if (s->queue.empty()) break;  // destroyed and drained
       work = std::move(s->queue.front());
       s->queue.pop_front();
     }
@@ -80,6 +80,10 @@ void work_loop(std::shared_ptr<Stream> s) {
     ++s->completed;
     s->changed.notify_all();
   }
+  // A destroyed stream counts for device synchronisation and the legacy stream's ordering until
+  // its work is done, as on a GPU; now it is.
+  std::lock_guard<std::mutex> order(g_order);
+  streams().erase(s.get());
 }
 
 std::shared_ptr<Stream> start_stream(int device, bool blocking, bool is_default) {
@@ -132,7 +136,9 @@ Stream* find_stream(cudaStream_t handle) {
   }
   std::lock_guard<std::mutex> lock(g_order);
   auto it = streams().find(reinterpret_cast<Stream*>(handle));
-  return it == streams().end() ? nullptr : it->second.get();
+  if (it == streams().end()) return nullptr;
+  std::lock_guard<std::mutex> state(it->second->mutex);
+  return it->second->closing ? nullptr : it->second.get();
 }
 
 int stream_device(const Stream& s) { return s.device; }
@@ -199,17 +205,13 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned int flags) {
 cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithFlags(out, cudaStreamDefault); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t handle) {
-  std::shared_ptr<Stream> s;
-  {
-    std::lock_guard<std::mutex> lock(g_order);
-    auto it = streams().find(reinterpret_cast<Stream*>(handle));
-    if (it == streams().end()) return fail(cudaErrorInvalidResourceHandle);
-    s = it->second;
-    streams().erase(it);
-  }
-  std::lock_guard<std::mutex> lock(s->mutex);
-  s->closing = true;  // the worker finishes what is queued, then ends
-  s->changed.notify_all();
+  std::lock_guard<std::mutex> order(g_order);
+  auto it = streams().find(reinterpret_cast<Stream*>(handle));
+  if (it == streams().end()) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> lock(it->second->mutex);
+  if (it->second->closing) return fail(cudaErrorInvalidResourceHandle);
+  it->second->closing = true;  // the worker finishes what is queued, then ends (and leaves the table)
+  it->second->changed.notify_all();
   return cudaSuccess;
 }
 

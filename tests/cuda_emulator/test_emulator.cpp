@@ -236,3 +236,26 @@ TEST(CudaEmulator, MemoryPools) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CudaEmulator, DestroyedStreamsFinishTheirWorkAndCountForDeviceSync) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaSuccess, cudaStreamCreate(&s));
+  Gate gate;
+  gate.block(s);
+  std::atomic<bool> ran{false};
+  ASSERT_EQ(cudaSuccess, cudaLaunchHostFunc(s, [](void* f) { static_cast<std::atomic<bool>*>(f)->store(true); }, &ran));
+  ASSERT_EQ(cudaSuccess, cudaStreamDestroy(s));
+  EXPECT_EQ(cudaErrorInvalidResourceHandle, cudaStreamQuery(s)) << "the handle is dead at once";
+  cudaGetLastError();
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate.release();
+  });
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  EXPECT_TRUE(ran.load()) << "cudaDeviceSynchronize returned before a destroyed stream's work ran";
+  opener.join();
+}
+
+}  // namespace

@@ -148,6 +148,7 @@ void attach(Comm& comm, const Comm* parent, std::shared_ptr<SplitDevice> split) 
 #if WEFT_HAVE_NCCL
   } else if (split && split->nccl) {
     ctx->nccl_ = std::move(split->nccl);
+    ctx->nccl_->set_timeout(comm.config().timeout);
     log(LogLevel::info, "%s: NCCL communicator split from the parent's (ncclCommSplit)", comm.describe().c_str());
 #endif
   } else {

@@ -104,34 +104,51 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& comm, bool usable, std::string*
 std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, bool usable, int color, int key,
                                           std::string* why) {
   const NcclApi& api = parent.api_;
+  // Every rank calls ncclCommSplit or none does: it is collective over the parent, and a rank
+  // that stayed out would leave the others' split, and NCCL's parent communicator, stuck.
+  int64_t all_usable = usable ? 1 : 0;
+  coll::allreduce(parent_comm, &all_usable, &all_usable, 1, DType::i64, ReduceOp::min);
+  if (!all_usable) {
+    if (usable) *why = "another rank cannot take part in ncclCommSplit";
+    return nullptr;
+  }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclComm_t handle = nullptr;
+  // A non-blocking split writes the new handle when it is over, from NCCL's own thread, and the
+  // parent's state says when: the slot lives on the heap until then (after an abort of the
+  // parent, which ends NCCL's split job, it is settled too).
+  auto slot = std::make_unique<ncclComm_t>(nullptr);
   ncclResult_t r;
-  if (!usable) {
-    r = ncclInvalidUsage;  // the others' split cannot complete without this rank: they time out
-  } else {
+  {
     std::lock_guard<std::mutex> lock(parent.mutex_);
-    r = parent.handle_ ? api.CommSplit(parent.handle_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &handle, &config)
+    r = parent.handle_ ? api.CommSplit(parent.handle_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot.get(), &config)
                        : ncclInvalidUsage;
   }
-  std::string stopped;
-  if (r == ncclInProgress && handle) {
-    r = wait_ready(api, handle, parent_comm, &stopped);
-  } else if (r == ncclInProgress) {
-    // A rank left out (color < 0) gets no child to ask: the parent reports when its part is done.
+  if (r == ncclInProgress) {
     Deadline deadline(parent_comm.config().timeout);
     Backoff backoff;
-    while ((r = parent.async_error()) == ncclInProgress && !parent_comm.aborted() && !deadline.expired()) {
+    while ((r = parent.async_error()) == ncclInProgress) {
+      if (parent_comm.aborted() || deadline.expired()) {
+        const bool aborted = parent_comm.aborted();
+        parent.abort();
+        if (ncclComm_t h = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE)) api.CommAbort(h);
+        Error e(aborted ? Status::aborted : Status::timeout,
+                format("%s: ncclCommSplit %s; the NCCL communicator was aborted", parent_comm.describe().c_str(),
+                       aborted ? "aborted by weft_comm_abort"
+                               : format("not complete after %lld ms",
+                                        static_cast<long long>(deadline.budget().count())).c_str()));
+        parent_comm.mark_broken(e);
+        throw e;
+      }
       backoff.pause();
     }
-    if (r == ncclInProgress) stopped = parent_comm.aborted() ? "aborted by weft_comm_abort" : "not done in time";
   }
+  ncclComm_t handle = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE);
+  std::string stopped;
+  if (r == ncclSuccess && handle) r = wait_ready(api, handle, parent_comm, &stopped);
   std::string local_why;
-  if (!usable) {
-    local_why = *why;
-  } else if (r != ncclSuccess) {
-    local_why = stopped.empty() ? "ncclCommSplit: " + nccl_error_text(api, r) : "ncclCommSplit: " + stopped;
+  if (r != ncclSuccess) {
+    local_why = "ncclCommSplit: " + (stopped.empty() ? nccl_error_text(api, r) : stopped);
   }
   int64_t ok = r == ncclSuccess ? 1 : 0;
   try {
@@ -147,6 +164,11 @@ std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, b
   }
   if (!handle) return nullptr;  // color < 0: no communicator, as asked
   return std::unique_ptr<NcclComm>(new NcclComm(api, handle, parent_comm.config().timeout));
+}
+
+void NcclComm::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  timeout_ = timeout;
 }
 
 NcclComm::~NcclComm() {

@@ -63,6 +63,8 @@ class NcclComm {
   void check(Comm& comm, const DeviceSubject& what);
   // Aborts and marks `comm` broken with a timeout naming `what`.
   [[noreturn]] void fail_timeout(Comm& comm, const DeviceSubject& what, std::chrono::milliseconds waited);
+  // The deadline for settling calls and finalizing (a split child starts with its parent's).
+  void set_timeout(std::chrono::milliseconds timeout);
   // Any thread: ncclCommAbort (once); later issue() calls fail with Status::aborted.
   void abort() noexcept;
   // False once aborted (by weft_comm_abort, a failure or the watchdog): the results of work

@@ -56,56 +56,58 @@ class StagedP2P final : public Pending {
     }
     if (wait) wait_stream(c, ctx_, s, what_);
     transport::Transport& t = c.world().transport();
-    for (Entry& e : entries_) {
-      const int world_peer = c.world_rank_of(e.op.peer);
-      void* buf = e.direct ? e.op.buf : e.pin.data();
-      if (e.op.is_send) {
-        t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), buf, e.op.bytes);
-      } else {
-        t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), buf, e.op.bytes);
+    try {
+      for (Entry& e : entries_) {
+        const int world_peer = c.world_rank_of(e.op.peer);
+        void* buf = e.direct ? e.op.buf : e.pin.data();
+        if (e.op.is_send) {
+          t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), buf, e.op.bytes);
+        } else {
+          t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), buf, e.op.bytes);
+        }
       }
+    } catch (...) {
+      release_entries();  // the ones already posted stay with UCX (no destructor runs for us)
+      throw;
     }
   }
 
   ~StagedP2P() override {
-    for (Entry& e : entries_) {
-      if (e.transfer && e.transfer->state.load(std::memory_order_acquire) == transport::Op::State::pending) {
-        // UCX may still use the pinned buffer: keep both alive rather than free under it.
-        comm_->world().bury(std::move(e.transfer));
-        e.pin.release();
-      } else {
-        ctx_.pinned().give(std::move(e.pin));
-      }
-    }
+    release_entries();
+    if (event_) ctx_.events().give(event_);
   }
 
+  // Never blocks: first the transfers, then the copies of staged receives to the device (queued
+  // once, followed by an event).
   bool test() override {
     if (done_) return true;
-    if (!all_finished()) comm_->world().transport().progress();
-    if (!all_finished()) {
-      comm_->throw_if_unusable();
-      return false;
+    if (!copies_queued_) {
+      if (!all_finished()) comm_->world().transport().progress();
+      if (!all_finished()) {
+        comm_->throw_if_unusable();
+        return false;
+      }
+      wait_transfers();  // all finished: reports a failed one, does not wait
+      queue_copies();
     }
-    wait();
+    if (event_) {
+      DeviceGuard guard(ctx_.device());
+      if (!event_done(*comm_, ctx_, event_, what_)) return false;
+    }
+    done_ = true;
     return true;
   }
 
   void wait() override {
     if (done_) return;
-    std::vector<transport::Op*> transfers;
-    transfers.reserve(entries_.size());
-    for (Entry& e : entries_) transfers.push_back(e.transfer.get());
-    wait_ops(*comm_, transfers, {what_.operation, "", 0});
-    DeviceGuard guard(ctx_.device());
-    cudaStream_t s = stream();
-    bool copied = false;
-    for (Entry& e : entries_) {
-      if (e.op.is_send || e.direct || !e.op.bytes) continue;
-      cuda_check(cudaMemcpyAsync(e.op.buf, e.pin.data(), e.op.bytes, cudaMemcpyHostToDevice, s),
-                 "staging: copy to the device");
-      copied = true;
+    if (!copies_queued_) {
+      wait_transfers();
+      queue_copies();
     }
-    if (copied) wait_stream(*comm_, ctx_, s, what_);
+    if (event_) {
+      DeviceGuard guard(ctx_.device());
+      wait_event(*comm_, ctx_, event_, what_);
+    }
     done_ = true;
   }
 
@@ -118,6 +120,44 @@ class StagedP2P final : public Pending {
   };
 
   cudaStream_t stream() { return stream_ ? static_cast<cudaStream_t>(stream_) : ctx_.stream(); }
+
+  void wait_transfers() {
+    std::vector<transport::Op*> transfers;
+    transfers.reserve(entries_.size());
+    for (Entry& e : entries_) transfers.push_back(e.transfer.get());
+    wait_ops(*comm_, transfers, {what_.operation, "", 0});
+  }
+
+  // Staged receives: pinned memory to the device, on the stream, then an event to wait for.
+  void queue_copies() {
+    DeviceGuard guard(ctx_.device());
+    cudaStream_t s = stream();
+    bool copied = false;
+    for (Entry& e : entries_) {
+      if (e.op.is_send || e.direct || !e.op.bytes) continue;
+      cuda_check(cudaMemcpyAsync(e.op.buf, e.pin.data(), e.op.bytes, cudaMemcpyHostToDevice, s),
+                 "staging: copy to the device");
+      copied = true;
+    }
+    if (copied) {
+      event_ = ctx_.events().take();
+      cuda_check(cudaEventRecord(event_, s), "cudaEventRecord");
+    }
+    copies_queued_ = true;
+  }
+
+  // Pinned buffers back to the pool, except where UCX may still use them (an unfinished
+  // transfer): those stay alive with the transfer, buried in the world.
+  void release_entries() noexcept {
+    for (Entry& e : entries_) {
+      if (e.transfer && e.transfer->state.load(std::memory_order_acquire) == transport::Op::State::pending) {
+        comm_->world().bury(std::move(e.transfer));
+        e.pin.release();
+      } else {
+        ctx_.pinned().give(std::move(e.pin));
+      }
+    }
+  }
   bool all_finished() const {
     for (const Entry& e : entries_)
       if (!e.transfer->finished()) return false;
@@ -129,6 +169,8 @@ class StagedP2P final : public Pending {
   void* stream_;
   DeviceSubject what_;
   std::vector<Entry> entries_;
+  bool copies_queued_ = false;
+  cudaEvent_t event_ = nullptr;
   bool done_ = false;
 };
 
@@ -153,10 +195,22 @@ class BothPending final : public Pending {
   std::shared_ptr<Pending> nccl_;
 };
 
+// Posts a staged batch in issue order with the communicator's queued asynchronous operations
+// (its executor): a staged collective queued before it may still be writing the buffers a send
+// copies from. Posting does not wait for the transfers, so an irecv + isend pair still works.
+std::shared_ptr<StagedP2P> post_staged(const std::shared_ptr<Comm>& comm, DeviceContext& ctx, const char* operation,
+                                       std::vector<P2POp> ops, void* stream) {
+  std::shared_ptr<StagedP2P> pending;
+  comm->executor().run_blocking([&] {
+    comm->throw_if_unusable();
+    pending = std::make_shared<StagedP2P>(comm, ctx, operation, std::move(ops), stream);
+  });
+  return pending;
+}
+
 std::shared_ptr<Pending> run_staged(const std::shared_ptr<Comm>& comm, DeviceContext& ctx, const char* operation,
                                     std::vector<P2POp> ops, void* stream, bool want_request) {
-  comm->throw_if_unusable();
-  auto pending = std::make_shared<StagedP2P>(comm, ctx, operation, std::move(ops), stream);
+  auto pending = post_staged(comm, ctx, operation, std::move(ops), stream);
   if (want_request) return pending;
   pending->wait();
   return nullptr;
@@ -175,10 +229,7 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* oper
       // The staged part (to self) is posted first, and waited for only after the group is queued
       // (see the top of this file).
       std::shared_ptr<StagedP2P> staged_part;
-      if (!self.empty()) {
-        comm->throw_if_unusable();
-        staged_part = std::make_shared<StagedP2P>(comm, ctx, operation, std::move(self), stream);
-      }
+      if (!self.empty()) staged_part = post_staged(comm, ctx, operation, std::move(self), stream);
       std::shared_ptr<Pending> group = launch(comm, operation, DeviceOp::point_to_point, stream, want_request,
                                               [&remote](Launch& l) { nccl_path::p2p(l, remote); });
       if (!staged_part) return group;

@@ -228,6 +228,10 @@ weft_status_t weft_request_free(weft_request_t request);
  *  weft_send/weft_recv calls, even on separate streams or with requests, can deadlock, since NCCL
  *  serialises a communicator's work and connects a pair of ranks only when both have issued
  *  their side. Device point-to-point to the rank itself is staged (also inside a batch).
+ *  Device point-to-point, like device collectives, keeps issue order: it is posted after the
+ *  communicator's queued asynchronous calls (so a send reads what they wrote). A staged device
+ *  receive with a request lands in the buffer when weft_test reports completion or weft_wait
+ *  returns (later stream work is ordered after that, not after the call).
  * In-place: allreduce, broadcast, reduce, alltoall, alltoallv: sendbuf == recvbuf.
  *           allgather(v), gather: sendbuf == recvbuf + this rank's offset (as NCCL/MPI_IN_PLACE).
  *           reduce_scatter: recvbuf == sendbuf + rank * recvcount elements.
