@@ -1229,13 +1229,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (!async) *newcomm = handle;
   ncclComm_t* late_out = async ? newcomm : nullptr;
   auto work = [parent, child, color, key, j, handle, late_out] {
-    struct Publish {  // on every way out of the job
-      ncclComm_t* out;
-      ncclComm_t handle;
-      ~Publish() {
-        if (out) __atomic_store_n(out, handle, __ATOMIC_RELEASE);
-      }
-    } publish_handle{late_out, handle};
+    // The handle is written before the parent's state leaves ncclInProgress (callers read it
+    // once the parent says the split is over), and on the abort path too.
+    auto publish_handle = [late_out, handle] {
+      if (late_out) __atomic_store_n(late_out, handle, __ATOMIC_RELEASE);
+    };
     const int32_t mine[2] = {color, key};
     const std::string tag = "s" + std::to_string(j);
     ncclResult_t r = ncclSuccess;
@@ -1245,7 +1243,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     std::vector<std::array<int32_t, 3>> members;  // key, parent rank, color
     for (int q = 0; q < parent->nranks && r == ncclSuccess; ++q) {
       const std::string p = parent->path(tag + "." + std::to_string(q));
-      if (!wait_until(parent->aborted, child ? &child->aborted : nullptr, [&] { return exists(p); })) return;
+      if (!wait_until(parent->aborted, child ? &child->aborted : nullptr, [&] { return exists(p); })) {
+        publish_handle();
+        return;
+      }
       int32_t theirs[2] = {0, 0};
       int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
       bool ok = fd >= 0 && read_all(fd, theirs, sizeof theirs, 0);
@@ -1273,6 +1274,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       }
     }
     if (r != ncclSuccess) parent->set_error(r);
+    publish_handle();
     parent->busy.fetch_sub(1);
   };
   if (async) {

@@ -144,6 +144,7 @@ std::unique_ptr<NcclComm> NcclComm::split(Comm& parent_comm, NcclComm& parent, b
     }
   }
   ncclComm_t handle = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE);
+  if (r == ncclSuccess && color >= 0 && !handle) r = ncclInternalError;  // "done" but no communicator
   std::string stopped;
   if (r == ncclSuccess && handle) r = wait_ready(api, handle, parent_comm, &stopped);
   std::string local_why;
