@@ -1,7 +1,13 @@
 # The stand-in NCCL (fake_nccl.cpp says what it models): libweft_fake_nccl.so, loaded by weft
 # as its NCCL in an emulated build (transports/nccl/nccl.cmake; WEFT_NCCL_LIBRARY overrides).
 # Included by emulator.cmake, after weft_cuda_emu.
-add_library(weft_fake_nccl SHARED ${CMAKE_CURRENT_LIST_DIR}/fake_nccl.cpp)
+add_library(weft_fake_nccl SHARED
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl_support.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl_reduce.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl_state.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl_ops.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/fake_nccl_group.cpp)
 # Types and signatures come from the real nccl.h; half/bfloat16/fp8 codecs from kernels/cpu
 # (header-only codecs.h, so no weft sources are compiled in).
 target_include_directories(weft_fake_nccl PRIVATE ${CMAKE_SOURCE_DIR})
