@@ -33,7 +33,8 @@ bool on_device(weft_comm* h, void* stream, std::initializer_list<gpu::BufferRef>
 void launch_device(weft_comm* h, weft_request_t* request, const char* operation, void* stream,
                    gpu::DeviceWork work) {
   if (request) *request = nullptr;
-  std::shared_ptr<gpu::Pending> pending = gpu::launch(h->comm, operation, gpu::DeviceOp::collective, stream, request != nullptr, std::move(work));
+  std::shared_ptr<gpu::Pending> pending =
+      gpu::launch(h->comm, operation, gpu::DeviceOp::collective, stream, request != nullptr, std::move(work));
   register_device_request(h, request, operation, std::move(pending));
 }
 

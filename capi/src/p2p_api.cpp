@@ -13,8 +13,7 @@
 #include "capi/src/launch.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
-#include "core/comm/channel.h"
-#include "core/comm/progress.h"
+#include "core/comm/user_p2p.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -84,26 +83,16 @@ void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t*
   }
   Comm& c = *h->comm;
   c.throw_if_unusable();
-  transport::Transport& t = c.world().transport();
-  std::vector<std::unique_ptr<transport::Op>> posted;
+  OwnedOps posted;
   posted.reserve(b.ops.size());
-  auto park = [&] {
-    for (auto& op : posted)
-      if (op && !op->finished()) c.world().bury(std::move(op));
-  };
   try {
     for (const gpu::P2POp& o : b.ops) {
       auto op = std::make_unique<transport::Op>();
-      const int world_peer = c.world_rank_of(o.peer);
-      if (o.is_send) {
-        t.send(*op, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), o.buf, o.bytes);
-      } else {
-        t.recv(*op, world_peer, make_tag(c.id(), o.peer, kP2PSequence, 0), o.buf, o.bytes);
-      }
+      post_user_p2p(c, *op, o.is_send, o.peer, o.buf, o.bytes);
       posted.push_back(std::move(op));
     }
   } catch (...) {
-    park();
+    bury_unfinished(c, posted);
     throw;
   }
   if (request) {
@@ -114,13 +103,10 @@ void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t*
     *request = register_request(std::move(r));
     return;
   }
-  std::vector<transport::Op*> ops;
-  ops.reserve(posted.size());
-  for (auto& op : posted) ops.push_back(op.get());
   try {
-    wait_ops(c, ops, {what, "", 0});
+    wait_owned(c, posted, what);
   } catch (...) {
-    park();
+    bury_unfinished(c, posted);
     throw;
   }
 }

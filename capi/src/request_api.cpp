@@ -1,7 +1,7 @@
 // weft_wait / weft_test / weft_request_free.
 #include "capi/src/handles.h"
 #include "capi/src/shim.h"
-#include "core/comm/progress.h"
+#include "core/comm/user_p2p.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -12,30 +12,16 @@ namespace {
 void wait_p2p(weft_request* r) {
   if (r->failure) throw *r->failure;  // a failed request stays failed
   if (r->ops.empty()) return;
-  std::vector<transport::Op*> ops;
-  ops.reserve(r->ops.size());
-  for (auto& op : r->ops) ops.push_back(op.get());
-  auto drop_ops = [r] {
-    for (auto& op : r->ops)
-      if (!op->finished()) r->comm->world().bury(std::move(op));
-    r->ops.clear();
-  };
   try {
-    wait_ops(*r->comm, ops, {r->operation, "", 0});
+    wait_owned(*r->comm, r->ops, r->operation);
   } catch (const Error& e) {
-    drop_ops();
+    bury_unfinished(*r->comm, r->ops);
     r->failure = e;
     throw;
   } catch (...) {
-    drop_ops();
+    bury_unfinished(*r->comm, r->ops);
     throw;
   }
-}
-
-bool all_finished(const weft_request* r) {
-  for (const auto& op : r->ops)
-    if (!op->finished()) return false;
-  return true;
 }
 
 void wait_request(weft_request* r) {
@@ -70,8 +56,8 @@ WEFT_API weft_status_t weft_test(weft_request_t request, int* done) {
     } else if (r->failure) {
       wait_p2p(r);  // reports the earlier failure again
     } else if (!r->ops.empty()) {
-      if (!all_finished(r)) r->comm->world().transport().progress();
-      pending = !all_finished(r);
+      if (!all_finished(r->ops)) r->comm->world().transport().progress();
+      pending = !all_finished(r->ops);
       if (pending) r->comm->throw_if_unusable();
       else wait_p2p(r);  // validates size and status; returns at once
     }

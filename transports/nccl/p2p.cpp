@@ -16,8 +16,8 @@
 // with weft_send/weft_recv to self (NCCL pairs a send and a receive to self only inside one
 // group). Its staged part is posted before the group is queued: the sends' copies to pinned
 // memory then need no NCCL work to finish first.
-#include "core/comm/channel.h"
 #include "core/comm/progress.h"
+#include "core/comm/user_p2p.h"
 #include "transports/nccl/cuda_util.h"
 #include "transports/nccl/device_api.h"
 #include "transports/nccl/launch.h"
@@ -55,16 +55,9 @@ class StagedP2P final : public Pending {
       }
     }
     if (wait) wait_stream(c, ctx_, s, what_);
-    transport::Transport& t = c.world().transport();
     try {
       for (Entry& e : entries_) {
-        const int world_peer = c.world_rank_of(e.op.peer);
-        void* buf = e.direct ? e.op.buf : e.pin.data();
-        if (e.op.is_send) {
-          t.send(*e.transfer, world_peer, make_tag(c.id(), c.rank(), kP2PSequence, 0), buf, e.op.bytes);
-        } else {
-          t.recv(*e.transfer, world_peer, make_tag(c.id(), e.op.peer, kP2PSequence, 0), buf, e.op.bytes);
-        }
+        post_user_p2p(c, *e.transfer, e.op.is_send, e.op.peer, e.direct ? e.op.buf : e.pin.data(), e.op.bytes);
       }
     } catch (...) {
       release_entries();  // the ones already posted stay with UCX (no destructor runs for us)
