@@ -12,7 +12,26 @@
 
 namespace weft::capi {
 
-void launch(weft_comm* h, weft_request_t* request, const char* operation, std::function<void()> work);
+// The asynchronous half of launch(): queues the work and returns its request.
+void launch_async(weft_comm* h, weft_request_t* request, const char* operation, std::function<void()> work);
+
+// Blocking calls run inline without a heap allocation (the work stays a lambda); a request
+// wraps it in a queued task.
+template <class Work>
+void launch(weft_comm* h, weft_request_t* request, const char* operation, Work&& work) {
+  Comm& comm = *h->comm;
+  comm.throw_if_unusable();
+  if (!request) {
+    // Checked again when the work runs: an abort may arrive while it waits behind queued work.
+    comm.executor().run_blocking([&] {
+      comm.throw_if_unusable();
+      work();
+    });
+    return;
+  }
+  launch_async(h, request, operation, std::function<void()>(std::forward<Work>(work)));
+}
+
 
 // True when the call's buffers are device memory (gpu::route's rule, which also rejects mixed
 // memory, managed memory, the wrong GPU, and a stream with host memory).

@@ -50,27 +50,17 @@ void Task::rethrow() const {
   if (status_ != Status::ok) throw Error(status_, message_);
 }
 
-void Executor::run_blocking(std::function<void()> work) {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!busy_ && queue_.empty()) {
-      busy_ = true;
-      lock.unlock();
-      struct Release {
-        Executor* e;
-        ~Release() {
-          std::lock_guard<std::mutex> l(e->mutex_);
-          e->busy_ = false;
-          e->cv_.notify_all();
-        }
-      } release{this};
-      work();
-      return;
-    }
-  }
-  std::shared_ptr<Task> task = submit(std::move(work));
-  task->wait();
-  task->rethrow();
+bool Executor::begin_inline() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (busy_ || !queue_.empty()) return false;
+  busy_ = true;
+  return true;
+}
+
+Executor::InlineRun::~InlineRun() {
+  std::lock_guard<std::mutex> l(e->mutex_);
+  e->busy_ = false;
+  e->cv_.notify_all();
 }
 
 std::shared_ptr<Task> Executor::submit(std::function<void()> work) {

@@ -44,8 +44,21 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Runs work after everything queued before it; throws its error.
-  void run_blocking(std::function<void()> work);
+  // Runs work after everything queued before it; throws its error. With nothing queued it runs
+  // on the calling thread without wrapping the work in a std::function: the blocking fast path
+  // makes no heap allocation (tests/multiproc/syscall-budget counts them).
+  template <class Work>
+  void run_blocking(Work&& work) {
+    if (begin_inline()) {
+      InlineRun done{this};
+      work();
+      return;
+    }
+    // Something is queued: hand the work over and wait, so it may refer to the caller's frame.
+    std::shared_ptr<Task> task = submit(std::function<void()>(std::forward<Work>(work)));
+    task->wait();
+    task->rethrow();
+  }
   // Queues work; the returned task completes when it has run.
   std::shared_ptr<Task> submit(std::function<void()> work);
   // Wakes the worker (used by abort: queued tasks then see the abort flag when they run).
@@ -55,6 +68,13 @@ class Executor {
 
  private:
   void worker_loop();
+  // Claims the executor for a call on this thread when nothing is queued or running.
+  bool begin_inline();
+  // Releases it again (also when the work throws).
+  struct InlineRun {
+    Executor* e;
+    ~InlineRun();
+  };
 
   std::mutex mutex_;
   std::condition_variable cv_;
