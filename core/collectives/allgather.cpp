@@ -38,7 +38,6 @@ void allgather(Comm& comm, const void* send, void* recv, size_t count, DType dty
   char* own = static_cast<char*>(recv) + block * static_cast<size_t>(comm.rank());
   AllgatherAlgo algo = choose_allgather(comm, block * static_cast<size_t>(comm.size()));
   if (algo == AllgatherAlgo::shm) {
-    ch.set_algorithm("shm");
     if (shm_allgather(ch, send, recv, block)) return;
     algo = choose_allgather(comm, block * static_cast<size_t>(comm.size()), false);
   }

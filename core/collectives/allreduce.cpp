@@ -103,7 +103,6 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
 void allreduce_native(Channel& ch, const void* send, void* recv, size_t count, const Reducer& red) {
   AllreduceAlgo algo = choose_allreduce(ch.comm(), red.bytes(count), count);
   if (algo == AllreduceAlgo::shm) {
-    ch.set_algorithm("shm");
     if (shm_allreduce(ch, send, recv, count, red)) return;
     algo = choose_allreduce(ch.comm(), red.bytes(count), count, false);
   }

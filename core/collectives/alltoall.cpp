@@ -42,10 +42,10 @@ void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtyp
   if (count == 0) return;
   const size_t elem = dtype_size(dtype);
   if (choose_alltoall(comm) == AlltoallAlgo::shm) {
-    ch.set_algorithm("shm");
     // The shared-memory path reads each input chunk before writing that chunk's outputs, so
     // it works in place without a copy.
     if (shm_alltoall(ch, send, recv, count * elem)) return;
+    choose_alltoall(comm, false);  // throws when shm was forced
     ch.set_algorithm("pairwise");
   }
   Blocks blocks = Blocks::uniform(count, comm.size());

@@ -11,8 +11,8 @@ void barrier(Comm& comm) {
   Channel ch(comm, "barrier", "dissemination");
   check_signature(ch, {"barrier", -1, -1, -1, 0});
   if (choose_barrier(comm) == BarrierAlgo::shm) {
-    ch.set_algorithm("shm");
     if (shm_barrier(ch)) return;
+    choose_barrier(comm, false);  // throws when shm was forced
     ch.set_algorithm("dissemination");
   }
   const int n = comm.size(), rank = comm.rank();

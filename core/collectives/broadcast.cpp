@@ -50,7 +50,6 @@ void broadcast(Comm& comm, void* buf, size_t count, DType dtype, int root) {
   const size_t elem = dtype_size(dtype);
   BroadcastAlgo algo = choose_broadcast(comm, count * elem, count);
   if (algo == BroadcastAlgo::shm) {
-    ch.set_algorithm("shm");
     if (shm_broadcast(ch, buf, count * elem, root)) return;
     algo = choose_broadcast(comm, count * elem, count, false);
   }

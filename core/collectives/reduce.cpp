@@ -53,7 +53,6 @@ void reduce_native(Channel& ch, const void* send, void* recv, size_t count, cons
   const int rank = ch.rank();
   ReduceAlgo algo = choose_reduce(comm, red.bytes(count), count);
   if (algo == ReduceAlgo::shm) {
-    ch.set_algorithm("shm");
     if (shm_reduce(ch, send, recv, count, red, root)) return;
     algo = choose_reduce(comm, red.bytes(count), count, false);
   }

@@ -15,9 +15,13 @@ void reduce_scatter(Comm& comm, const void* send, void* recv, size_t recvcount, 
   const int n = comm.size();
   Blocks blocks = Blocks::uniform(recvcount, n);
   const bool shm = choose_reduce_scatter(comm) == ReduceScatterAlgo::shm;
-  ch.set_algorithm(shm ? "shm" : "ring");
   auto run = [&](const void* in, void* out, const Reducer& red) {
-    if (!(shm && shm_reduce_scatter(ch, in, out, recvcount, red))) ring_reduce_scatter(ch, in, out, blocks, red, 0);
+    if (shm) {
+      if (shm_reduce_scatter(ch, in, out, recvcount, red)) return;
+      choose_reduce_scatter(comm, false);  // throws when shm was forced
+    }
+    ch.set_algorithm("ring");
+    ring_reduce_scatter(ch, in, out, blocks, red, 0);
   };
   if (dtype_reduces_in_f32(dtype)) {
     float* work = widened_copy(comm, send, recvcount * static_cast<size_t>(n), dtype);

@@ -11,6 +11,7 @@ namespace weft::coll {
 
 // `shm` is chosen (when forced or automatic) only if comm.shm_possible(); pass
 // allow_shm = false to get the point-to-point choice after the shared-memory path declined.
+// A forced shm (WEFT_ALGO_*=shm) that cannot run throws WEFT_ERR_UNSUPPORTED saying why.
 AllreduceAlgo choose_allreduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);
 BroadcastAlgo choose_broadcast(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);
 ReduceAlgo choose_reduce(const Comm& comm, size_t bytes, size_t count, bool allow_shm = true);

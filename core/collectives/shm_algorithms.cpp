@@ -88,6 +88,7 @@ void reduce_small(Channel& ch, ShmContext& ctx, const void* send, void* recv, si
 bool shm_allreduce(Channel& ch, const void* send, void* recv, size_t count, const Reducer& red) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   if (red.bytes(count) <= std::min(kReduceEverywhereBytes, ctx->segment().slot_bytes())) {
     reduce_small(ch, *ctx, send, recv, count, red, true);
     return true;
@@ -104,6 +105,7 @@ bool shm_allreduce(Channel& ch, const void* send, void* recv, size_t count, cons
 bool shm_reduce(Channel& ch, const void* send, void* recv, size_t count, const Reducer& red, int root) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   const bool is_root = ch.rank() == root;
   if (red.bytes(count) <= std::min(kReduceEverywhereBytes, ctx->segment().slot_bytes())) {
     reduce_small(ch, *ctx, send, recv, count, red, is_root);
@@ -122,6 +124,7 @@ bool shm_reduce(Channel& ch, const void* send, void* recv, size_t count, const R
 bool shm_broadcast(Channel& ch, void* buf, size_t bytes, int root) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   shm::Segment& seg = ctx->segment();
   const size_t step = seg.slot_bytes();
   CopyOut copy(bytes);
@@ -138,6 +141,7 @@ bool shm_broadcast(Channel& ch, void* buf, size_t bytes, int root) {
 bool shm_allgather(Channel& ch, const void* send, void* recv, size_t block_bytes) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   shm::Segment& seg = ctx->segment();
   const int n = ch.size(), rank = ch.rank();
   char* own = static_cast<char*>(recv) + block_bytes * static_cast<size_t>(rank);
@@ -159,6 +163,7 @@ bool shm_allgather(Channel& ch, const void* send, void* recv, size_t block_bytes
 bool shm_reduce_scatter(Channel& ch, const void* send, void* recv, size_t recvcount, const Reducer& red) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   shm::Segment& seg = ctx->segment();
   const int n = ch.size(), rank = ch.rank();
   // A slot holds one sub-chunk per destination rank.
@@ -182,6 +187,7 @@ bool shm_reduce_scatter(Channel& ch, const void* send, void* recv, size_t recvco
 bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   shm::Segment& seg = ctx->segment();
   const int n = ch.size(), rank = ch.rank();
   const size_t step = std::max<size_t>(1, seg.slot_bytes() / static_cast<size_t>(n));
@@ -205,6 +211,7 @@ bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes)
 bool shm_barrier(Channel& ch) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
+  ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   ctx->barrier(ch);
   return true;
 }

@@ -1,13 +1,17 @@
 #include "core/comm/channel.h"
 
+#include <exception>
+
 namespace weft {
 
 Channel::Channel(Comm& comm, const char* operation, const char* algorithm)
-    : comm_(comm), seq_(comm.next_sequence() % kP2PSequence), subject_{operation, algorithm, seq_} {
-  comm_.log_algorithm_once(operation, algorithm);
-}
+    : comm_(comm),
+      exceptions_at_start_(std::uncaught_exceptions()),
+      seq_(comm.next_sequence() % kP2PSequence),
+      subject_{operation, algorithm, seq_} {}
 
 Channel::~Channel() {
+  if (std::uncaught_exceptions() == exceptions_at_start_) comm_.log_algorithm_once(subject_.operation, subject_.algorithm);
   // Normally empty; after a failed wait these are operations UCX may still complete.
   for (auto& op : posted_) {
     if (!op->finished()) comm_.world().bury(std::move(op));

@@ -41,10 +41,10 @@ class Channel {
   int size() const { return comm_.size(); }
   uint32_t sequence() const { return seq_; }
   const char* operation() const { return subject_.operation; }
-  void set_algorithm(const char* algorithm) {
-    subject_.algorithm = algorithm;
-    comm_.log_algorithm_once(subject_.operation, algorithm);
-  }
+  // The algorithm running the operation (named in error messages; with WEFT_DEBUG=info, logged
+  // once per communicator when an operation completes with it, so the log names only
+  // algorithms that ran, never one that was tried and declined).
+  void set_algorithm(const char* algorithm) { subject_.algorithm = algorithm; }
 
   void isend(int peer, uint32_t step, const void* buf, size_t bytes);
   void irecv(int peer, uint32_t step, void* buf, size_t bytes);
@@ -57,6 +57,7 @@ class Channel {
   transport::Op* take_op();
 
   Comm& comm_;
+  int exceptions_at_start_;  // std::uncaught_exceptions() when constructed
   uint32_t seq_;
   WaitSubject subject_;
   std::vector<std::unique_ptr<transport::Op>> posted_;

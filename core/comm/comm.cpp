@@ -30,6 +30,16 @@ ShmContext* Comm::shm(Channel& ch) {
   return shm_.get();
 }
 
+std::string Comm::shm_unavailable_reason() const {
+  if (!config_.shm) return "shared memory is off for this communicator (WEFT_SHM=0)";
+  if (size() < 2) return "it has a single rank";
+  if (local_size_ != size()) return format("only %d of its %d ranks are on this host", local_size_, size());
+  if (shm_state_ == ShmState::unavailable) {
+    return "setting up the shared-memory segment failed on at least one rank (WEFT_DEBUG=info logs why)";
+  }
+  return "it is available";
+}
+
 void Comm::abort() {
   aborted_.store(true, std::memory_order_release);
   if (device_) device_->abort();

@@ -48,7 +48,13 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Shared-memory state, set up on first use inside a collective every rank calls; nullptr when
   // the ranks are not all on this host, WEFT_SHM=0, or setup failed on any rank.
   ShmContext* shm(Channel& ch);
-  bool shm_possible() const { return config_.shm && size() > 1 && local_size_ == size(); }
+  // Whether the shared-memory collectives may run: on, more than one rank, all on this host, and
+  // the segment not already found impossible to set up.
+  bool shm_possible() const {
+    return config_.shm && size() > 1 && local_size_ == size() && shm_state_ != ShmState::unavailable;
+  }
+  // Why shm_possible() is false, in words for an error message.
+  std::string shm_unavailable_reason() const;
 
   // Device-memory state (transports/nccl), set while the communicator is created; nullptr in
   // host-only builds.

@@ -34,8 +34,10 @@ target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_CUDA=1)
 target_link_libraries(weft_internal PUBLIC ${WEFT_CUDART} ${CMAKE_DL_LIBS})
 if(WEFT_CUDA_EMULATION)
   # NCCL is the stand-in (tests/cuda_emulator/fake_nccl.cpp) unless WEFT_NCCL_LIBRARY says otherwise.
+  # WEFT_TEST_SEAMS: switches that only a test build may read (e.g. WEFT_TEST_UCX_CUDA in
+  # transports/ucx); a release build compiles them out, so no environment variable can reach them.
   target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_NCCL=1
-    PRIVATE WEFT_NCCL_SYSTEM_LIBRARY="$<TARGET_FILE:weft_fake_nccl>")
+    PRIVATE WEFT_NCCL_SYSTEM_LIBRARY="$<TARGET_FILE:weft_fake_nccl>" WEFT_TEST_SEAMS=1)
   target_include_directories(weft_internal SYSTEM PRIVATE ${NCCL_INCLUDE_DIR})
 elseif(WEFT_WITH_NCCL_ENABLED)
   get_filename_component(_nccl_real ${NCCL_LIBRARY} REALPATH)

@@ -76,9 +76,11 @@ UcxTransport::UcxTransport() {
   if (ucp_context_query(context_, &attr) == UCS_OK) {
     cuda_memory_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   }
-  // Test-only: pretend so, for the CUDA emulator with host-visible device memory
+#if defined(WEFT_TEST_SEAMS)
+  // Emulated test builds only: pretend so, for the CUDA emulator with host-visible device memory
   // (tests/cuda_emulator: WEFT_EMU_HOST_VISIBLE_DEVICE_MEMORY), where the direct path can run.
   if (const char* v = std::getenv("WEFT_TEST_UCX_CUDA"); v && std::strcmp(v, "1") == 0) cuda_memory_ = true;
+#endif
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
