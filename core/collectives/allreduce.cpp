@@ -60,7 +60,7 @@ void recursive_doubling(Channel& ch, void* buf, size_t count, const Reducer& red
 
 void ring(Channel& ch, const void* send, void* recv, size_t count, const Reducer& red) {
   Blocks blocks = Blocks::even(count, ch.size());
-  const size_t own = blocks.offset[static_cast<size_t>(ch.rank())];
+  const size_t own = blocks.offset(static_cast<size_t>(ch.rank()));
   ring_reduce_scatter(ch, send, at(recv, own, red.elem), blocks, red, kMainStep);
   ring_allgather(ch, recv, blocks, red.elem, kMainStep + static_cast<uint32_t>(ch.size()));
 }
@@ -71,7 +71,7 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
   fold_in(ch, f, buf, tmp, count, red);
   if (f.newrank >= 0) {
     Blocks b = Blocks::even(count, f.pof2);
-    auto span_elems = [&](int lo, int hi) { return b.offset[hi - 1] + b.length[hi - 1] - b.offset[lo]; };
+    auto span_elems = [&](int lo, int hi) { return b.offset(hi - 1) + b.length(hi - 1) - b.offset(lo); };
     uint32_t step = kMainStep;
     int lo = 0, hi = f.pof2;
     // Recursive halving reduce-scatter: keep half the range, send the other half.
@@ -81,9 +81,9 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
       int give_lo = f.newrank < partner ? mid : lo, give_hi = f.newrank < partner ? hi : mid;
       size_t keep = span_elems(keep_lo, keep_hi);
       ch.irecv(peer, step, tmp, red.bytes(keep));
-      ch.isend(peer, step, at(buf, b.offset[give_lo], red.elem), red.bytes(span_elems(give_lo, give_hi)));
+      ch.isend(peer, step, at(buf, b.offset(give_lo), red.elem), red.bytes(span_elems(give_lo, give_hi)));
       ch.wait();
-      red.apply(at(buf, b.offset[keep_lo], red.elem), at(buf, b.offset[keep_lo], red.elem), tmp, keep);
+      red.apply(at(buf, b.offset(keep_lo), red.elem), at(buf, b.offset(keep_lo), red.elem), tmp, keep);
       lo = keep_lo;
       hi = keep_hi;
     }
@@ -91,8 +91,8 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
     for (int mask = 1; mask < f.pof2; mask <<= 1, ++step) {
       int partner = f.newrank ^ mask, peer = f.real(partner);
       int plo = (f.newrank & mask) ? lo - mask : hi, phi = plo + mask;
-      ch.sendrecv(peer, at(buf, b.offset[lo], red.elem), red.bytes(span_elems(lo, hi)), peer,
-                  at(buf, b.offset[plo], red.elem), red.bytes(span_elems(plo, phi)), step);
+      ch.sendrecv(peer, at(buf, b.offset(lo), red.elem), red.bytes(span_elems(lo, hi)), peer,
+                  at(buf, b.offset(plo), red.elem), red.bytes(span_elems(plo, phi)), step);
       lo = lo < plo ? lo : plo;
       hi = hi > phi ? hi : phi;
     }

@@ -16,11 +16,11 @@ namespace {
 void pairwise(Channel& ch, const void* send, const Blocks& sb, void* recv, const Blocks& rb, size_t elem) {
   const int n = ch.size(), rank = ch.rank();
   const size_t me = static_cast<size_t>(rank);
-  if (sb.length[me]) std::memcpy(at(recv, rb.offset[me], elem), at(send, sb.offset[me], elem), sb.length[me] * elem);
+  if (sb.length(me)) std::memcpy(at(recv, rb.offset(me), elem), at(send, sb.offset(me), elem), sb.length(me) * elem);
   for (int s = 1; s < n; ++s) {
     size_t to = static_cast<size_t>((rank + s) % n), from = static_cast<size_t>((rank - s + n) % n);
-    ch.sendrecv(static_cast<int>(to), at(send, sb.offset[to], elem), sb.length[to] * elem, static_cast<int>(from),
-                at(recv, rb.offset[from], elem), rb.length[from] * elem, static_cast<uint32_t>(s));
+    ch.sendrecv(static_cast<int>(to), at(send, sb.offset(to), elem), sb.length(to) * elem, static_cast<int>(from),
+                at(recv, rb.offset(from), elem), rb.length(from) * elem, static_cast<uint32_t>(s));
   }
 }
 
@@ -28,7 +28,7 @@ void pairwise(Channel& ch, const void* send, const Blocks& sb, void* recv, const
 const void* input_for(Comm& comm, const void* send, const void* recv, const Blocks& sb, size_t elem) {
   if (send != recv) return send;
   size_t extent = 0;
-  for (size_t i = 0; i < sb.offset.size(); ++i) extent = std::max(extent, sb.offset[i] + sb.length[i]);
+  for (size_t i = 0; i < sb.size(); ++i) extent = std::max(extent, sb.offset(i) + sb.length(i));
   void* copy = comm.scratch().get(0, extent * elem);
   if (extent) std::memcpy(copy, send, extent * elem);
   return copy;

@@ -32,10 +32,10 @@ void scatter_allgather(Channel& ch, void* buf, size_t count, size_t elem, int ro
   Blocks blocks = Blocks::even(count, n);
   if (rank == root) {
     for (int p = 0; p < n; ++p) {
-      if (p != root) ch.isend(p, 0, at(buf, blocks.offset[p], elem), blocks.length[p] * elem);
+      if (p != root) ch.isend(p, 0, at(buf, blocks.offset(p), elem), blocks.length(p) * elem);
     }
   } else {
-    ch.irecv(root, 0, at(buf, blocks.offset[rank], elem), blocks.length[rank] * elem);
+    ch.irecv(root, 0, at(buf, blocks.offset(rank), elem), blocks.length(rank) * elem);
   }
   ch.wait();
   ring_allgather(ch, buf, blocks, elem, 1);

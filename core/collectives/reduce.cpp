@@ -39,10 +39,10 @@ void reduce_scatter_gather(Channel& ch, const void* in, void* out, void* own_blo
   ring_reduce_scatter(ch, in, own_block, blocks, red, 1);
   if (rank == root) {
     for (int p = 0; p < n; ++p) {
-      if (p != root) ch.irecv(p, 0, at(out, blocks.offset[p], red.elem), red.bytes(blocks.length[p]));
+      if (p != root) ch.irecv(p, 0, at(out, blocks.offset(p), red.elem), red.bytes(blocks.length(p)));
     }
   } else {
-    ch.isend(root, 0, own_block, red.bytes(blocks.length[rank]));
+    ch.isend(root, 0, own_block, red.bytes(blocks.length(rank)));
   }
   ch.wait();
 }
@@ -59,8 +59,8 @@ void reduce_native(Channel& ch, const void* send, void* recv, size_t count, cons
   ch.set_algorithm(algo_name(algo));
   if (algo == ReduceAlgo::reduce_scatter_gather && comm.size() > 1) {
     Blocks blocks = Blocks::even(count, comm.size());
-    void* own = rank == root ? at(recv, blocks.offset[rank], red.elem)
-                             : comm.scratch().get(1, red.bytes(blocks.length[rank]));
+    void* own = rank == root ? at(recv, blocks.offset(rank), red.elem)
+                             : comm.scratch().get(1, red.bytes(blocks.length(rank)));
     reduce_scatter_gather(ch, send, recv, own, count, red, root);
     return;
   }

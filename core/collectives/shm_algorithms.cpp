@@ -49,14 +49,14 @@ void reduce_chunk(Channel& ch, ShmContext& ctx, const char* in, char* out, size_
   const int n = ch.size(), rank = ch.rank();
   const int set = ctx.next_set();
   Blocks parts = Blocks::even(len, n);
-  auto part_at = [&](int q) { return red.bytes(parts.offset[static_cast<size_t>(q)]); };
-  auto part_bytes = [&](int q) { return red.bytes(parts.length[static_cast<size_t>(q)]); };
+  auto part_at = [&](int q) { return red.bytes(parts.offset(static_cast<size_t>(q))); };
+  auto part_bytes = [&](int q) { return red.bytes(parts.length(static_cast<size_t>(q))); };
   char* own_slot = seg.slot(set, rank);
   for (int q = 0; q < n; ++q) {
     if (q != rank) std::memcpy(own_slot + part_at(q), in + part_at(q), part_bytes(q));
   }
   ctx.barrier(ch);
-  const size_t mine = part_at(rank), count = parts.length[static_cast<size_t>(rank)];
+  const size_t mine = part_at(rank), count = parts.length(static_cast<size_t>(rank));
   char* result = own_slot + mine;
   int first = rank == 0 ? 1 : 0;
   red.apply(result, in + mine, seg.slot(set, first) + mine, count);
