@@ -38,13 +38,9 @@ bool in_list(const std::vector<std::string>& l, const std::string& v) {
 const weft_dtype_t kDtypes[] = {WEFT_FLOAT64, WEFT_FLOAT32, WEFT_FLOAT16, WEFT_BFLOAT16,
                                 WEFT_FP8_E4M3, WEFT_FP8_E5M2, WEFT_INT8, WEFT_UINT8,
                                 WEFT_INT32, WEFT_UINT32, WEFT_INT64, WEFT_UINT64};
-const weft_op_t kOps[] = {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
 const size_t kSmallSizes[] = {0, 1, 7, 1000};
 
-std::vector<int> ops_of(const CollInfo& ci) {
-  if (!ci.reducing) return {kNoOp};
-  return {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
-}
+std::vector<int> ops_of(const CollInfo& ci) { return mpt::ops_of(ci.coll); }
 
 Input default_input(const CollInfo& ci) { return ci.reducing ? Input::exact : Input::raw; }
 
@@ -65,8 +61,9 @@ Case make(Coll coll, weft_dtype_t dt, int op, size_t size, const Variant& v, Inp
 
 // ------------------------------------------------------------------ the large-size subset
 // One row per case; every algorithm of every collective appears ("auto" is the shared-memory
-// path on one host, "auto-noshm" the size-based point-to-point choice). Variants alternate so
-// both in-place and async paths see large buffers.
+// path on one host, "auto-noshm" the size-based point-to-point choice), which
+// collectives_coverage.cpp checks. Variants alternate so both in-place and async paths see
+// large buffers.
 struct LargeRow {
   Coll coll;
   const char* algo;
@@ -78,7 +75,7 @@ struct LargeRow {
   int rootsel;
 };
 const LargeRow kLargeTable[] = {
-    // allreduce: f32 sum, i64 max, bf16 sum, u8 prod on every algorithm
+    // allreduce: f32 sum, i64 max, bf16 sum and u8 prod on every algorithm
     {Coll::allreduce, "auto", WEFT_FLOAT32, WEFT_SUM, kSize16MiB, Input::exact, false, false, 0},
     {Coll::allreduce, "recursive_doubling", WEFT_FLOAT32, WEFT_SUM, kSize16MiB, Input::exact, true, false, 0},
     {Coll::allreduce, "ring", WEFT_FLOAT32, WEFT_SUM, kSize16MiB, Input::random, false, true, 0},
@@ -96,12 +93,20 @@ const LargeRow kLargeTable[] = {
     {Coll::allreduce, "auto-noshm", WEFT_FLOAT32, WEFT_SUM, kSize16MiB, Input::exact, false, false, 0},
     {Coll::allreduce, "auto-noshm", WEFT_BFLOAT16, WEFT_SUM, kSizeOdd, Input::random, true, false, 0},
     {Coll::allreduce, "shm", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, true, true, 0},
+    {Coll::allreduce, "auto", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, false, false, 0},
+    {Coll::allreduce, "auto-noshm", WEFT_UINT8, WEFT_PROD, kSizeOdd, Input::exact, false, true, 0},
+    {Coll::allreduce, "shm", WEFT_FLOAT32, WEFT_SUM, kSizeOdd, Input::random, false, false, 0},
+    {Coll::allreduce, "auto-noshm", WEFT_INT64, WEFT_MAX, kSizeOdd, Input::exact, true, true, 0},
+    {Coll::allreduce, "shm", WEFT_INT64, WEFT_MAX, kSizeOdd, Input::exact, false, true, 0},
+    {Coll::allreduce, "auto", WEFT_BFLOAT16, WEFT_SUM, kSizeOdd, Input::random, false, true, 0},
+    {Coll::allreduce, "shm", WEFT_BFLOAT16, WEFT_SUM, kSizeOdd, Input::exact, true, false, 0},
     // broadcast
     {Coll::broadcast, "auto", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::broadcast, "binomial", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 1},
     {Coll::broadcast, "scatter_allgather", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, false, 1},
     {Coll::broadcast, "scatter_allgather", WEFT_UINT8, kNoOp, kSize16MiB, Input::raw, false, true, 0},
     {Coll::broadcast, "auto-noshm", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 1},
+    {Coll::broadcast, "shm", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 1},
     // reduce
     {Coll::reduce, "auto", WEFT_FLOAT64, WEFT_SUM, kSizeOdd, Input::exact, false, false, 1},
     {Coll::reduce, "binomial", WEFT_FLOAT64, WEFT_SUM, kSize16MiB, Input::random, true, false, 0},
@@ -115,6 +120,7 @@ const LargeRow kLargeTable[] = {
     {Coll::allgather, "bruck", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::allgather, "bruck", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, false, 0},
     {Coll::allgather, "auto-noshm", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 0},
+    {Coll::allgather, "shm", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, false, 0},
     // single-algorithm collectives
     {Coll::allgatherv, "ring", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 0},
     {Coll::allgatherv, "ring", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, true, false, 0},
@@ -125,6 +131,7 @@ const LargeRow kLargeTable[] = {
     {Coll::alltoall, "auto", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 0},
     {Coll::alltoall, "pairwise", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, true, 0},
     {Coll::alltoall, "pairwise", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, true, true, 0},
+    {Coll::alltoall, "shm", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 0},
     {Coll::alltoallv, "pairwise", WEFT_FLOAT64, kNoOp, kSizeOdd, Input::raw, false, true, 0},
     {Coll::alltoallv, "pairwise", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, true, false, 0},
     {Coll::gather, "linear", WEFT_FLOAT64, kNoOp, kSize16MiB, Input::raw, false, false, 1},
@@ -138,6 +145,18 @@ const LargeRow kLargeTable[] = {
 }  // namespace
 
 const std::vector<CollInfo>& all_colls() { return table(); }
+const std::vector<weft_dtype_t>& all_dtypes() {
+  static const std::vector<weft_dtype_t> v(std::begin(kDtypes), std::end(kDtypes));
+  return v;
+}
+const std::vector<size_t>& small_sizes() {
+  static const std::vector<size_t> v(std::begin(kSmallSizes), std::end(kSmallSizes));
+  return v;
+}
+std::vector<int> ops_of(Coll c) {
+  if (!coll_info(c).reducing) return {kNoOp};
+  return {WEFT_SUM, WEFT_PROD, WEFT_MIN, WEFT_MAX, WEFT_AVG};
+}
 const CollInfo& coll_info(Coll c) { return table()[static_cast<size_t>(c)]; }
 
 std::string Case::size_label() const {
@@ -218,6 +237,7 @@ std::vector<Case> build_cases(int nranks, const Filter& f) {
     for (const CollInfo& ci : all_colls()) {
       for (weft_dtype_t dt : kDtypes) {
         if (ci.coll == Coll::barrier && dt != WEFT_FLOAT32) continue;
+        if (ci.coll == Coll::sendrecv && nranks == 1) continue;
         for (int op : ops_of(ci)) {
           std::vector<Input> ins = {default_input(ci)};
           if (ci.reducing && is_float(dt)) ins = {Input::exact, Input::random, Input::special};
@@ -232,29 +252,44 @@ std::vector<Case> build_cases(int nranks, const Filter& f) {
     return cases;
   }
 
-  // Part "small": every collective x dtype x op x small size, variant rotating.
+  // Part "small": a covering design rather than the product. Per collective and dtype, case k
+  // takes content (op, size) number k % (ops x sizes) and variant (k + d) % |variants|, for
+  // k < max(|variants|, ops x sizes): every (dtype, op, size) and every (dtype, variant) is met,
+  // and the per-dtype shift d spreads each op over the variants too.
   for (const CollInfo& ci : all_colls()) {
     if (ci.coll == Coll::barrier) continue;
+    if (ci.coll == Coll::sendrecv && nranks == 1) continue;  // no peer (main reports the skip)
     const std::vector<Variant> vs = variants_of(ci.coll, nranks);
     const std::vector<int> ops = ops_of(ci);
+    const size_t contents = ops.size() * std::size(kSmallSizes);
+    const size_t per_dtype = std::max(vs.size(), contents);
     for (size_t d = 0; d < std::size(kDtypes); ++d) {
-      const weft_dtype_t dt = kDtypes[d];
-      const size_t per_dtype = ops.size() * std::size(kSmallSizes);
-      size_t k = 0;
-      for (int op : ops) {
-        for (size_t s : kSmallSizes) {
-          const Variant& v = vs[(k + d * per_dtype) % vs.size()];
-          add(make(ci.coll, dt, op, s, v, default_input(ci), "small"));
-          if (ci.reducing && is_float(dt) && s == 7) add(make(ci.coll, dt, op, s, v, Input::special, "small"));
-          if (ci.reducing && is_float(dt) && s == 1000) add(make(ci.coll, dt, op, s, v, Input::random, "small"));
-          ++k;
-        }
+      for (size_t k = 0; k < per_dtype; ++k) {
+        const int op = ops[(k % contents) % ops.size()];
+        const size_t size = kSmallSizes[(k % contents) / ops.size()];
+        add(make(ci.coll, kDtypes[d], op, size, vs[(k + d) % vs.size()], default_input(ci), "small"));
+      }
+    }
+    // Special (size 7) and random (size 1000) inputs of the float dtypes: case j takes (float
+    // dtype, op) pair j % pairs and variant j % |variants|, so every pair and every variant
+    // meets both input kinds.
+    if (!ci.reducing) continue;
+    std::vector<weft_dtype_t> floats;
+    for (weft_dtype_t dt : kDtypes)
+      if (is_float(dt)) floats.push_back(dt);
+    const size_t pairs = floats.size() * ops.size();
+    for (Input in : {Input::special, Input::random}) {
+      const size_t size = in == Input::special ? 7 : 1000;
+      for (size_t j = 0; j < std::max(vs.size(), pairs); ++j) {
+        const size_t p = j % pairs;
+        add(make(ci.coll, floats[p / ops.size()], ops[p % ops.size()], size, vs[j % vs.size()], in, "small"));
       }
     }
   }
 
   // Part "variants": every variant of every collective at the small sizes.
   for (const CollInfo& ci : all_colls()) {
+    if (ci.coll == Coll::sendrecv && nranks == 1) continue;
     for (const Variant& v : variants_of(ci.coll, nranks)) {
       if (ci.coll == Coll::barrier) {
         add(make(ci.coll, WEFT_FLOAT32, kNoOp, 0, v, Input::raw, "variants"));
@@ -268,6 +303,7 @@ std::vector<Case> build_cases(int nranks, const Filter& f) {
 
   // Part "large": the table above.
   for (const LargeRow& r : kLargeTable) {
+    if (r.coll == Coll::sendrecv && nranks == 1) continue;
     Variant v{r.algo, r.inplace, r.async, nranks > 1 ? r.rootsel : 0};
     add(make(r.coll, r.dt, r.op, r.size, v, r.input, "large"));
   }

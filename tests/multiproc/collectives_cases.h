@@ -1,20 +1,21 @@
 // The case matrix of weft_mp_collectives: which collective, dtype, op, size, algorithm and
 // mode combinations run, in CI (default) and in the full product (WEFT_TEST_FULL=1 / --full).
 //
-// CI coverage (per rank count; the ctest entries run n = 1, 2, 3, 4, 5, 7, 8):
-//   part "small"    every collective x every dtype x every op (reducing collectives) at sizes
-//                   0, 1, 7 and 1000 with exact inputs, plus (float dtypes of reducing
-//                   collectives) "special" inputs at size 7 (NaN, inf, fp8 saturation, f16/bf16
-//                   overflow) and "random" inputs at size 1000 (tolerance). The variant (algorithm,
-//                   in-place, async, root) rotates with the case, so every dtype of a collective
-//                   meets every variant when there are <= 20 (allreduce: 16) and every variant is
-//                   met by some dtype.
-//   part "variants" every collective x every variant (algorithm x in-place x blocking/async x
-//                   root first/last) at sizes 0, 1, 7, 1000 in f32 (sum for reducing ones) and at
-//                   size 7 in i64 max; barrier in both modes.
-//   part "large"    kLargeTable below: per algorithm, a few dtype/op pairs at 1000003 elements
-//                   and 16 MiB.
-//   part "barrier"  barrier semantics: nobody leaves before the last rank arrives.
+// CI coverage per rank count (ctest runs every part at n = 1-8). collectives_coverage.cpp
+// checks each sentence below against this case list for n = 1-8 (ctest mp_collectives_coverage):
+//   part "small"    a covering design: every collective x every dtype x every op (reducing
+//                   collectives) x sizes 0, 1, 7, 1000 with exact (reducing) or raw inputs;
+//                   every (collective, dtype) and every (collective, op) meets every variant
+//                   (algorithm, in-place, async, root); every (reducing collective, float dtype,
+//                   op) also with "special" inputs at size 7 (NaN, inf, overflow, fp8 saturation,
+//                   signed zeros) and "random" inputs at size 1000 (tolerance), and every variant
+//                   of a reducing collective meets both. sendrecv needs 2 ranks.
+//   part "variants" every collective x every variant at sizes 0, 1, 7, 1000 in f32 (sum for
+//                   reducing ones) and at size 7 in i64 (max); barrier in both modes.
+//   part "large"    kLargeTable: every algorithm of every collective at 1000003 elements or
+//                   16 MiB; allreduce with f32 sum, i64 max, bf16 sum and u8 prod on every
+//                   algorithm; every collective in-place (where it has one) and async.
+//   part "barrier"  barrier semantics: nobody leaves before the last rank arrives (n >= 2).
 // Algorithms: every name WEFT_ALGO_<COLLECTIVE> accepts, each on its own communicator made by
 // weft_comm_dup with the variable set (it is read at creation). "auto" resolves to the
 // shared-memory collectives when all ranks share a host (always, under weftrun);
@@ -53,6 +54,9 @@ struct CollInfo {
 };
 const CollInfo& coll_info(Coll c);
 const std::vector<CollInfo>& all_colls();
+const std::vector<weft_dtype_t>& all_dtypes();  // all 12, floats first
+const std::vector<size_t>& small_sizes();       // 0, 1, 7, 1000
+std::vector<int> ops_of(Coll c);                // the 5 ops, or {kNoOp} for non-reducing ones
 
 constexpr size_t kSize16MiB = static_cast<size_t>(-1);  // marker: 16 MiB worth of elements
 constexpr size_t kSizeOdd = 1000003;

@@ -147,6 +147,10 @@ uint64_t Source::special(int rank, uint64_t idx) const {
       if (rank == pick) return encode_float(dt_, inf, false);
       if (n > 1 && rank == (pick + 1) % n) return encode_float(dt_, -inf, false);
       return small;
+    case 4:  // -0 on every rank: SUM/AVG give -0, PROD the XOR of n minus signs
+      return encode_float(dt_, -0.0, false);
+    case 5:  // -0 on one rank, +0 elsewhere: SUM/AVG give +0 (n > 1), PROD gives -0
+      return encode_float(dt_, rank == pick ? -0.0 : 0.0, false);
     default:
       return small;
   }

@@ -1,7 +1,7 @@
 // Deterministic inputs: every rank can compute every rank's input element from (seed, rank,
 // index) alone, so each rank builds the exact expected output locally.
 //
-// Input kinds for reductions (see the table in test_collectives.cpp):
+// Input kinds for reductions (tolerances: tests/multiproc/README.md):
 //   exact   floats: small integers for sum/avg (sums exact in every format for up to 8 ranks:
 //                   |x| <= 1000 f64/f32, 200 f16, 30 bf16, 2 e4m3, 1 e5m2), 0 or +-2^{-1,0,1}
 //                   for prod (products exact, |p| in [2^-8, 2^8]), random finite bit patterns
@@ -10,7 +10,8 @@
 //   random  floats only: uniform in [-1,1) for sum/avg, +-[0.5,2) for prod, [-400,400) for
 //           min/max, rounded to the type; compared with the tolerance in reference.h.
 //   special floats only: NaN on one rank, +-inf (or +-max for e4m3), values whose sum/product
-//           overflows the type (fp8 must saturate, f16/bf16/f32/f64 go to inf), and exact
+//           overflows the type (fp8 must saturate, f16/bf16/f32/f64 go to inf), -0 on every
+//           rank, -0 on one rank and +0 on the others (the sign of a zero result), and exact
 //           small values in between.
 // Non-reducing collectives move raw random bit patterns and are compared bit for bit.
 #pragma once

@@ -263,6 +263,7 @@ Expectation reduce_reference(weft_dtype_t dt, weft_op_t op, const uint64_t* vals
     if (op == WEFT_AVG) acc = acc / static_cast<double>(n);
     e.bits = f64_bits(acc);
     e.value = acc;
+    e.wide = acc;
   } else if (is_float(dt)) {
     // f32 itself, or a low-precision type widened to f32: reduce in float32.
     float acc = static_cast<float>(decode_float(dt, vals[0]));
@@ -273,6 +274,7 @@ Expectation reduce_reference(weft_dtype_t dt, weft_op_t op, const uint64_t* vals
       acc = apply(op, acc, x);
     }
     if (op == WEFT_AVG) acc = acc / static_cast<float>(n);
+    e.wide = static_cast<double>(acc);
     bool saturate = dt == WEFT_FP8_E4M3 || dt == WEFT_FP8_E5M2;
     e.bits = encode_float(dt, static_cast<double>(acc), saturate);
     e.value = decode_float(dt, e.bits);
@@ -309,39 +311,107 @@ Expectation reduce_reference(weft_dtype_t dt, weft_op_t op, const uint64_t* vals
   return e;
 }
 
+double spacing(weft_dtype_t dt, double v) {
+  int mbits, emin;
+  if (dt == WEFT_FLOAT64) {
+    mbits = 52;
+    emin = -1022;
+  } else if (dt == WEFT_FLOAT32) {
+    mbits = 23;
+    emin = -126;
+  } else {
+    mbits = fmt_of(dt).mbits;
+    emin = fmt_of(dt).emin;
+  }
+  int e = emin;
+  if (v != 0) {
+    std::frexp(std::fabs(v), &e);  // |v| in [2^(e-1), 2^e)
+    e = e - 1 < emin ? emin : e - 1;
+  }
+  return std::ldexp(1.0, e - mbits);
+}
+
+bool zero_sign_defined(weft_op_t op) { return op == WEFT_SUM || op == WEFT_AVG || op == WEFT_PROD; }
+
+namespace {
+
+// Unit roundoff of the type the reduction runs in: float64, or float32 (f32 itself and the
+// low-precision types, which weft.h widens to float32).
+double unit_roundoff(weft_dtype_t dt) { return dt == WEFT_FLOAT64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
+
+// gamma_k = k u / (1 - k u): the relative error bound of k rounded operations (Higham,
+// "Accuracy and Stability of Numerical Algorithms", 2nd ed., lemma 3.1).
+double gamma_k(int k, double u) { return k * u / (1 - k * u); }
+
+}  // namespace
+
+double Expectation::bound(weft_dtype_t dt, weft_op_t op, int nranks, uint64_t got) const {
+  if (!is_float(dt) || op == WEFT_MIN || op == WEFT_MAX) return 0;
+  const double u = unit_roundoff(dt);
+  const int n = nranks;
+  // abs_sum was itself accumulated in double with up to n-1 roundings of 2^-53: inflate it so
+  // that it is never below the true sum of |x_r|.
+  const double S = abs_sum * (1 + n * std::ldexp(1.0, -52));
+  // Any summation order performs n-1 additions, each input entering once, so both weft's sum
+  // and the reference's differ from the exact sum by at most gamma_{n-1} * S: they differ from
+  // each other by at most twice that. AVG adds one division, rounded once: gamma_n on S/n.
+  // PROD: n-1 multiplications in any order give |fl - exact| <= gamma_{n-1} |exact|, and
+  // |exact| <= |wide| / (1 - gamma_{n-1}).
+  double acc;
+  if (op == WEFT_SUM) {
+    acc = 2 * gamma_k(n - 1, u) * S;
+  } else if (op == WEFT_AVG) {
+    acc = 2 * gamma_k(n, u) * S / n;
+  } else {
+    const double g = gamma_k(n - 1, u);
+    acc = 2 * g / (1 - g) * std::fabs(wide);
+  }
+  if (!is_lowp(dt)) return acc;
+  // The final rounding of each side to the destination type moves it by at most half a
+  // spacing at the rounded value (a value that rounds up into the next binade rounds by at
+  // most half the smaller spacing below it).
+  return acc + spacing(dt, decode_float(dt, got)) / 2 + spacing(dt, value) / 2;
+}
+
 bool Expectation::matches(weft_dtype_t dt, weft_op_t op, Compare cmp, int nranks, uint64_t got) const {
   if (!is_float(dt)) return got == bits;
-  double g = decode_float(dt, got);
-  bool gn = std::isnan(g), en = std::isnan(value);
+  const double g = decode_float(dt, got);
+  const bool gn = std::isnan(g), en = std::isnan(value);
   if (gn || en) return gn && en;
-  if (g == value) return true;
+  if (g == value) {
+    // Equal values differ at most in the sign of zero.
+    if (g != 0 || cmp == Compare::tolerance || !zero_sign_defined(op)) return true;
+    return std::signbit(g) == std::signbit(value);
+  }
   if (cmp == Compare::exact || op == WEFT_MIN || op == WEFT_MAX) return false;
   if (std::isinf(g) || std::isinf(value)) return false;
-  const double n = nranks;
-  const double scale = op == WEFT_PROD ? std::fabs(value) : (op == WEFT_AVG ? abs_sum / n : abs_sum);
-  if (dt == WEFT_FLOAT64) return std::fabs(g - value) <= 1e-12 * n * scale;
-  if (dt == WEFT_FLOAT32) return std::fabs(g - value) <= 1e-5 * n * scale;
-  // Low precision: 1 ulp of the destination type, or (under cancellation) the float32
-  // accumulation error of a different summation order.
-  int64_t d = ordinal(dt, got) - ordinal(dt, bits);
-  if (d >= -1 && d <= 1) return true;
-  return op != WEFT_PROD && std::fabs(g - value) <= n * std::ldexp(1.0, -23) * scale;
+  return std::fabs(g - value) <= bound(dt, op, nranks, got);
 }
 
 std::string Expectation::rule(weft_dtype_t dt, weft_op_t op, Compare cmp, int nranks) {
   if (!is_float(dt)) return "exact (integers wrap; avg = wrapped sum / n truncated)";
-  if (cmp == Compare::exact || op == WEFT_MIN || op == WEFT_MAX) return "exact (NaN matches NaN, +0 == -0)";
-  char buf[160];
-  const char* scale = op == WEFT_PROD ? "|expected|" : (op == WEFT_AVG ? "sum|x_r|/n" : "sum|x_r|");
-  if (dt == WEFT_FLOAT64) {
-    std::snprintf(buf, sizeof buf, "|got-expected| <= 1e-12*%d*%s", nranks, scale);
-  } else if (dt == WEFT_FLOAT32) {
-    std::snprintf(buf, sizeof buf, "|got-expected| <= 1e-5*%d*%s", nranks, scale);
-  } else {
-    std::snprintf(buf, sizeof buf, "within 1 ulp of round_once(f32 reference)%s",
-                  op == WEFT_PROD ? "" : " or |got-expected| <= n*2^-23*sum|x_r|");
+  if (cmp == Compare::exact || op == WEFT_MIN || op == WEFT_MAX) {
+    return zero_sign_defined(op) ? "exact (NaN matches any NaN; the sign of a zero result is compared)"
+                                 : "exact (NaN matches any NaN; +0 == -0: weft.h leaves min/max of +-0 open)";
   }
-  return buf;
+  const double u = unit_roundoff(dt);
+  const int n = nranks;
+  char buf[240];
+  if (op == WEFT_SUM) {
+    std::snprintf(buf, sizeof buf, "|got-expected| <= 2*gamma_%d*sum|x_r| = %.3g*sum|x_r|", n - 1,
+                  2 * gamma_k(n - 1, u));
+  } else if (op == WEFT_AVG) {
+    std::snprintf(buf, sizeof buf, "|got-expected| <= 2*gamma_%d*sum|x_r|/%d = %.3g*sum|x_r|", n, n,
+                  2 * gamma_k(n, u) / n);
+  } else {
+    const double g = gamma_k(n - 1, u);
+    std::snprintf(buf, sizeof buf, "|got-expected| <= 2*gamma_%d/(1-gamma_%d)*|wide| = %.3g*|wide|", n - 1, n - 1,
+                  2 * g / (1 - g));
+  }
+  std::string out = buf;
+  out += dt == WEFT_FLOAT64 ? " (float64, u = 2^-53)" : " (float32 accumulation, u = 2^-24)";
+  if (is_lowp(dt)) out += std::string(" + half a spacing of ") + dtype_name(dt) + " at got and at expected";
+  return out;
 }
 
 }  // namespace mpt

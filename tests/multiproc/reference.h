@@ -41,10 +41,22 @@ int64_t ordinal(weft_dtype_t dt, uint64_t bits);
 // Human-readable value: "3.5 (0x4060)" for floats, "-7 (0xf9)" for integers.
 std::string format_value(weft_dtype_t dt, uint64_t bits);
 
-// How reduction results are compared.
+// Spacing of the format's values at |v| (one ulp): 2^(e - mantissa bits) for |v| in [2^e, 2^(e+1)),
+// the subnormal spacing below the smallest normal (and for 0). Meaningless for inf/NaN.
+double spacing(weft_dtype_t dt, double v);
+
+// True where weft.h, through IEEE 754 arithmetic in the stated type, fixes the sign of a zero
+// result whatever the order of the reduction: SUM and AVG give -0 only when every input is -0,
+// PROD's sign is the XOR of the inputs' signs. MIN/MAX of +0 and -0 are not specified by weft.h,
+// so their zero sign is not compared.
+bool zero_sign_defined(weft_op_t op);
+
+// How reduction results are compared (see tests/multiproc/README.md, "Tolerances").
+// Both modes: integers bit for bit; a float NaN matches any NaN and nothing else (weft.h
+// promises NaN-ness, not sign, payload or quietness); an infinity matches only itself.
 enum class Compare {
-  exact,      // same value (floats: NaN matches any NaN, +0 == -0; integers: same bits)
-  tolerance,  // random-valued floats: see Expectation::matches
+  exact,      // same value, and the same zero sign where zero_sign_defined(op)
+  tolerance,  // random-valued floats: |got - expected| <= Expectation::bound (MIN/MAX stay exact)
 };
 
 // Expected result of reducing one element across ranks, plus what is needed for tolerances.
@@ -52,7 +64,12 @@ struct Expectation {
   uint64_t bits = 0;    // round_once(reference) in the destination type
   double value = 0;     // decoded value of bits (floats)
   double abs_sum = 0;   // sum over ranks of |x_r| (floats), for cancellation-aware tolerances
+  double wide = 0;      // the reference's accumulator before the final rounding (float32 for
+                        // f16/bf16/fp8; equal to value for f32/f64)
   bool matches(weft_dtype_t dt, weft_op_t op, Compare cmp, int nranks, uint64_t got) const;
+  // The largest |got - expected| that Compare::tolerance accepts for a finite got (0 for
+  // integers and for MIN/MAX): the rounding bound of the table in README.md.
+  double bound(weft_dtype_t dt, weft_op_t op, int nranks, uint64_t got) const;
   // The tolerance rule as text, for failure messages.
   static std::string rule(weft_dtype_t dt, weft_op_t op, Compare cmp, int nranks);
 };

@@ -12,7 +12,10 @@
 //   --part=small,variants,large,barrier
 //   --coll=allreduce,...  --dtype=f32,...  --op=sum,...  --size=0,7,1000003,16MiB
 //   --algo=ring,...  --inplace=0|1  --async=0|1  --root=first|last  --input=exact|random|special|raw
-//   --list                 print the cases (no communication)
+//   --list                 print the cases (no communication; --ranks=N, default WEFT_WORLD_SIZE or 4)
+//   --coverage             check the README's coverage claims on the case lists for 1-8 ranks
+// WEFT_TEST_INJECT=1 corrupts every result before it is checked (inject.h) and then passes only
+// when every corrupted case failed.
 #include <sched.h>
 
 #include <algorithm>
@@ -24,6 +27,8 @@
 #include <vector>
 
 #include "collectives_cases.h"
+#include "collectives_coverage.h"
+#include "inject.h"
 #include "inputs.h"
 #include "mp_common.h"
 #include "reference.h"
@@ -61,6 +66,8 @@ struct Ctx {
   std::map<std::string, weft_comm_t> comms;  // "allreduce/ring" -> communicator
   int failures = 0;
   int cases_run = 0;
+  bool injected = false;  // the current case corrupted something on this rank (inject.h)
+  bool quiet = false;     // injection mode: failures are expected, print only the missed ones
 };
 
 // Collects the wrong elements of one buffer and prints one line for them.
@@ -88,6 +95,7 @@ class Check {
   }
   void problem(const std::string& text) {
     ctx_.failures++;
+    if (ctx_.quiet) return;
     logf("FAIL %s | %s: %s | repro: %s", c_.describe(ctx_.world.size).c_str(), what_, text.c_str(),
          c_.repro(ctx_.world.size).c_str());
   }
@@ -115,11 +123,18 @@ class Check {
   std::string expected_, got_, rule_;
 };
 
-// WEFT_TEST_INJECT=1: corrupt one byte of every result before it is checked, to prove that
-// the checks fail (every case with a non-empty result must then FAIL).
-void inject(void* out, size_t bytes) {
-  static const bool on = std::getenv("WEFT_TEST_INJECT") && std::string(std::getenv("WEFT_TEST_INJECT")) == "1";
-  if (on && out && bytes) static_cast<unsigned char*>(out)[bytes / 2] ^= 0x5a;
+// WEFT_TEST_INJECT=1 (inject.h): corrupt element idx of this rank's result before the check...
+void inject_element(Ctx& ctx, const Case& c, void* buf, size_t idx) {
+  if (!inject_enabled() || !buf) return;
+  store_bits(c.dt, buf, idx, injected_bits(c.dt, load_bits(c.dt, buf, idx)));
+  ctx.injected = true;
+}
+
+// ... or byte idx of a buffer that must stay untouched (checked byte for byte).
+void inject_byte(Ctx& ctx, unsigned char* buf, size_t idx) {
+  if (!inject_enabled() || !buf) return;
+  buf[idx] ^= 0x80;
+  ctx.injected = true;
 }
 
 Compare compare_of(const Case& c) { return c.input == Input::random ? Compare::tolerance : Compare::exact; }
@@ -216,7 +231,7 @@ void run_allreduce(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allreduce(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), comm_for(ctx, c), nullptr,
                                  c.async ? &req : nullptr), "weft_allreduce");
   complete(ctx, c, req, "weft_allreduce");
-  inject(recv.data(), cnt * E);
+  if (cnt) inject_element(ctx, c, recv.data(), cnt / 2);
   {
     Check chk(ctx, c, "recvbuf");
     std::vector<uint64_t> scratch(static_cast<size_t>(n));
@@ -238,7 +253,7 @@ void run_broadcast(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_broadcast(use_null(c, cnt) ? nullptr : buf.data(), cnt, c.dt, root, comm_for(ctx, c), nullptr,
                                  c.async ? &req : nullptr), "weft_broadcast");
   complete(ctx, c, req, "weft_broadcast");
-  inject(buf.data(), cnt * E);
+  if (cnt) inject_element(ctx, c, buf.data(), cnt / 2);
   {
     Check chk(ctx, c, me == root ? "buf (root: must not change)" : "buf");
     for (size_t i = 0; i < cnt; ++i) chk.bits(i, load_bits(c.dt, buf.data(), i), src(root, i));
@@ -254,25 +269,28 @@ void run_reduce(Ctx& ctx, const Case& c) {
   fill(send.data(), src, me, cnt);
   const void* sp = send.data();
   void* rp = recv.data();
-  const bool null_recv_nonroot = (c.seed() >> 1) & 1;
   if (c.inplace) {
     std::memcpy(recv.data(), send.data(), cnt * E);
     sp = rp;
-  } else if (me != root && null_recv_nonroot) {
+  } else if (me != root && ((c.seed() >> 1) & 1)) {
     rp = nullptr;  // weft.h: recvbuf may be NULL on non-roots
   }
   if (use_null(c, cnt)) sp = rp = nullptr;
+  // A non-root's out-of-place recvbuf, when one was passed, must stay untouched; a NULL one
+  // leaves nothing to check.
+  const bool nonroot_sentinel = me != root && !c.inplace && rp != nullptr;
   weft_request_t req = nullptr;
   call_ok(ctx, c, weft_reduce(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), root, comm_for(ctx, c), nullptr,
                               c.async ? &req : nullptr), "weft_reduce");
   complete(ctx, c, req, "weft_reduce");
-  if (me == root) inject(recv.data(), cnt * E);
+  if (me == root && cnt) inject_element(ctx, c, recv.data(), cnt / 2);
+  if (nonroot_sentinel && cnt) inject_byte(ctx, recv.data(), cnt * E / 2);
   if (me == root) {
     Check chk(ctx, c, "recvbuf (root)");
     std::vector<uint64_t> scratch(static_cast<size_t>(n));
     for (size_t i = 0; i < cnt; ++i)
       chk.reduced(i, load_bits(c.dt, recv.data(), i), expect_reduce(c, src, n, i, scratch), compare_of(c));
-  } else if (!c.inplace) {
+  } else if (nonroot_sentinel) {
     Check chk(ctx, c, "recvbuf on a non-root (weft.h: used on root only)");
     for (size_t b = 0; b < cnt * E; ++b) chk.byte_untouched(b, recv.data()[b]);
   }
@@ -299,7 +317,7 @@ void run_allgather(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allgather(sp, rp, cnt, c.dt, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_allgather");
   complete(ctx, c, req, "weft_allgather");
-  inject(recv.data(), static_cast<size_t>(n) * cnt * E);
+  if (cnt) inject_element(ctx, c, recv.data(), static_cast<size_t>(n) * cnt / 2);
   {
     Check chk(ctx, c, "recvbuf");
     for (int r = 0; r < n; ++r)
@@ -356,7 +374,12 @@ void run_allgatherv(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_allgatherv(sp, mycount, recv.data(), counts.data(), displs.data(), c.dt, comm_for(ctx, c),
                                   nullptr, c.async ? &req : nullptr), "weft_allgatherv");
   complete(ctx, c, req, "weft_allgatherv");
-  inject(recv.data(), total * E);
+  for (int k = 0; k < n; ++k) {  // the middle of the first non-empty block from rank n/2 on
+    const size_t r = static_cast<size_t>((n / 2 + k) % n);
+    if (counts[r] == 0) continue;
+    inject_element(ctx, c, recv.data(), displs[r] + counts[r] / 2);
+    break;
+  }
   {
     Check chk(ctx, c, "recvbuf blocks");
     for (int r = 0; r < n; ++r)
@@ -394,7 +417,7 @@ void run_reduce_scatter(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_reduce_scatter(sp, rp, cnt, c.dt, static_cast<weft_op_t>(c.op), comm_for(ctx, c), nullptr,
                                       c.async ? &req : nullptr), "weft_reduce_scatter");
   complete(ctx, c, req, "weft_reduce_scatter");
-  inject(c.inplace ? send.data() + static_cast<size_t>(me) * cnt * E : recv.data(), cnt * E);
+  if (cnt) inject_element(ctx, c, c.inplace ? send.data() + static_cast<size_t>(me) * cnt * E : recv.data(), cnt / 2);
   {
     const unsigned char* out = c.inplace ? send.data() + static_cast<size_t>(me) * cnt * E : recv.data();
     Check chk(ctx, c, c.inplace ? "sendbuf block of this rank (in-place result)" : "recvbuf");
@@ -422,7 +445,7 @@ void run_alltoall(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_alltoall(sp, rp, cnt, c.dt, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_alltoall");
   complete(ctx, c, req, "weft_alltoall");
-  inject(c.inplace ? send.data() : recv.data(), all * E);
+  if (cnt) inject_element(ctx, c, c.inplace ? send.data() : recv.data(), all / 2);
   {
     const unsigned char* out = c.inplace ? send.data() : recv.data();
     Check chk(ctx, c, c.inplace ? "buf (in-place result)" : "recvbuf");
@@ -489,7 +512,12 @@ void run_alltoallv(Ctx& ctx, const Case& c) {
   call_ok(ctx, c, weft_alltoallv(sp, scounts.data(), sdispls.data(), recv.data(), rcounts.data(), rdispls.data(), c.dt,
                                  comm_for(ctx, c), nullptr, c.async ? &req : nullptr), "weft_alltoallv");
   complete(ctx, c, req, "weft_alltoallv");
-  inject(recv.data(), rpos * E);
+  for (int k = 0; k < n; ++k) {  // the middle of the first non-empty block from rank n/2 on
+    const size_t s = static_cast<size_t>((n / 2 + k) % n);
+    if (rcounts[s] == 0) continue;
+    inject_element(ctx, c, recv.data(), rdispls[s] + rcounts[s] / 2);
+    break;
+  }
   std::vector<char> covered(rpos, 0);
   {
     Check chk(ctx, c, "recvbuf blocks");
@@ -531,11 +559,13 @@ void run_gather(Ctx& ctx, const Case& c) {
   }
   if (me != root && ((c.seed() >> 1) & 1)) rp = nullptr;  // recvbuf: root only
   if (use_null(c, cnt)) sp = rp = nullptr;
+  const bool nonroot_sentinel = me != root && rp != nullptr;  // passed although unused: untouched
   weft_request_t req = nullptr;
   call_ok(ctx, c, weft_gather(sp, rp, cnt, c.dt, root, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_gather");
   complete(ctx, c, req, "weft_gather");
-  if (me == root) inject(recv.data(), all * E);
+  if (me == root && cnt) inject_element(ctx, c, recv.data(), all / 2);
+  if (nonroot_sentinel && cnt) inject_byte(ctx, recv.data(), all * E / 2);
   if (me == root) {
     Check chk(ctx, c, "recvbuf (root)");
     for (int r = 0; r < n; ++r)
@@ -543,7 +573,7 @@ void run_gather(Ctx& ctx, const Case& c) {
         size_t k = static_cast<size_t>(r) * cnt + i;
         chk.bits(k, load_bits(c.dt, recv.data(), k), src(r, i));
       }
-  } else {
+  } else if (nonroot_sentinel) {
     Check chk(ctx, c, "recvbuf on a non-root (weft.h: root only)");
     for (size_t b = 0; b < all * E; ++b) chk.byte_untouched(b, recv.data()[b]);
   }
@@ -563,11 +593,19 @@ void run_scatter(Ctx& ctx, const Case& c) {
   if (c.inplace && me == root) rp = send.data() + static_cast<size_t>(root) * cnt * E;
   if (me != root && ((c.seed() >> 1) & 1)) sp = nullptr;  // sendbuf: root only
   if (use_null(c, cnt)) sp = rp = nullptr;
+  const bool nonroot_sentinel = me != root && sp != nullptr;  // passed although unused: untouched
   weft_request_t req = nullptr;
   call_ok(ctx, c, weft_scatter(sp, rp, cnt, c.dt, root, comm_for(ctx, c), nullptr, c.async ? &req : nullptr),
           "weft_scatter");
   complete(ctx, c, req, "weft_scatter");
-  inject((c.inplace && me == root) ? send.data() + static_cast<size_t>(root) * cnt * E : recv.data(), cnt * E);
+  // A non-root with a sentinel sendbuf corrupts either its result or the sentinel (one per case,
+  // so that each check is proven on its own), chosen by the seed.
+  if (nonroot_sentinel && cnt && ((c.seed() >> 6) & 1)) {
+    inject_byte(ctx, send.data(), all * E / 2);
+  } else if (cnt) {
+    inject_element(ctx, c, (c.inplace && me == root) ? send.data() + static_cast<size_t>(root) * cnt * E : recv.data(),
+                   cnt / 2);
+  }
   {
     const unsigned char* out = (c.inplace && me == root) ? send.data() + static_cast<size_t>(root) * cnt * E : recv.data();
     Check chk(ctx, c, "recvbuf");
@@ -576,7 +614,7 @@ void run_scatter(Ctx& ctx, const Case& c) {
   }
   if (me == root) {
     check_unchanged(ctx, c, send, src, root, all, "sendbuf (root: must not change)");
-  } else {
+  } else if (nonroot_sentinel) {
     Check chk(ctx, c, "sendbuf on a non-root (weft.h: root only)");
     for (size_t b = 0; b < all * E; ++b) chk.byte_untouched(b, send.data()[b]);
   }
@@ -586,8 +624,7 @@ void run_scatter(Ctx& ctx, const Case& c) {
 
 // Ring exchange: rank r sends to r+1 and receives from r-1.
 void run_sendrecv(Ctx& ctx, const Case& c) {
-  const int n = ctx.world.size, me = ctx.world.rank;
-  if (n == 1) return;  // sending to oneself is probed in weft_mp_bad_input
+  const int n = ctx.world.size, me = ctx.world.rank;  // n >= 2: build_cases skips 1 rank
   const int to = (me + 1) % n, from = (me + n - 1) % n;
   const size_t cnt = c.count(n), E = dtype_bytes(c.dt);
   Source src(c.dt, WEFT_SUM, c.input, c.seed(), n);
@@ -617,7 +654,7 @@ void run_sendrecv(Ctx& ctx, const Case& c) {
     call_ok(ctx, c, weft_recv(rp, cnt, c.dt, from, comm, nullptr, nullptr), "weft_recv");
     call_ok(ctx, c, weft_send(sp, cnt, c.dt, to, comm, nullptr, nullptr), "weft_send");
   }
-  inject(recv.data(), cnt * E);
+  if (cnt) inject_element(ctx, c, recv.data(), cnt / 2);
   {
     Check chk(ctx, c, "recv buf");
     for (size_t i = 0; i < cnt; ++i) chk.bits(i, load_bits(c.dt, recv.data(), i), src(from, i));
@@ -705,7 +742,8 @@ std::vector<std::string> split_list(const std::string& s) {
 int main(int argc, char** argv) {
   using namespace mpt;
   Filter f;
-  bool list = false;
+  bool list = false, coverage = false;
+  int list_ranks = std::atoi(env_or("WEFT_WORLD_SIZE", "4").c_str());
   f.full = env_or("WEFT_TEST_FULL", "0") == "1";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -716,6 +754,8 @@ int main(int argc, char** argv) {
     };
     if (a == "--full") f.full = true;
     else if (a == "--list") list = true;
+    else if (a == "--coverage") coverage = true;
+    else if (const char* v = val("--ranks")) list_ranks = std::atoi(v);
     else if (const char* v = val("--coll")) f.colls = split_list(v);
     else if (const char* v = val("--dtype")) f.dtypes = split_list(v);
     else if (const char* v = val("--op")) f.ops = split_list(v);
@@ -731,9 +771,13 @@ int main(int argc, char** argv) {
   const bool want_barrier_part = f.parts.empty() || std::find(f.parts.begin(), f.parts.end(), "barrier") != f.parts.end();
 
   if (list) {
-    int n = std::atoi(env_or("WEFT_WORLD_SIZE", "4").c_str());
-    for (const Case& c : build_cases(n, f)) std::printf("%s\n", c.describe(n).c_str());
+    for (const Case& c : build_cases(list_ranks, f)) std::printf("%s\n", c.describe(list_ranks).c_str());
     return 0;
+  }
+  if (coverage) {
+    int unmet = 0;
+    for (int r = 1; r <= 8; ++r) unmet += check_coverage(r);
+    return unmet ? 1 : 0;
   }
 
   Ctx ctx;
@@ -756,7 +800,15 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<Case> cases = build_cases(n, f);
-  if (ctx.world.rank == 0) logf("%zu cases on %d ranks%s", cases.size(), n, f.full ? " (full product)" : "");
+  const bool inject = inject_enabled();
+  ctx.quiet = inject && !std::getenv("WEFT_TEST_VERBOSE");
+  InjectTally tally;
+  if (ctx.world.rank == 0) {
+    logf("%zu cases on %d ranks%s%s", cases.size(), n, f.full ? " (full product)" : "",
+         inject ? " with WEFT_TEST_INJECT=1: every case that corrupts a result must fail" : "");
+    if (n == 1 && (f.colls.empty() || std::find(f.colls.begin(), f.colls.end(), "sendrecv") != f.colls.end()))
+      logf("skipped: sendrecv at 1 rank (no peer; sending to oneself is probed by weft_mp_bad_input)");
+  }
   std::string part;
   double t_part = now_s();
   int fail_part = 0;
@@ -775,11 +827,29 @@ int main(int argc, char** argv) {
       n_part = 0;
     }
     if (std::getenv("WEFT_TEST_VERBOSE")) logf("case %s", c.describe(n).c_str());
+    const int before = ctx.failures;
+    ctx.injected = false;
     run_case(ctx, c);
     ++n_part;
+    if (inject) {
+      const bool failed = ctx.failures > before;
+      tally.record(std::string(coll_info(c.coll).name) + " " + (c.coll == Coll::barrier ? "-" : dtype_name(c.dt)),
+                   ctx.injected, failed);
+      if (ctx.injected && !failed)
+        logf("MISSED: the corrupted result passed its checks | %s | repro: WEFT_TEST_INJECT=1 %s",
+             c.describe(n).c_str(), c.repro(n).c_str());
+    }
   }
   end_part();
-  if (want_barrier_part && !f.full) {
+  if (inject) {
+    // Nothing to corrupt in the barrier part; the verdict is the tally's.
+    for (auto& kv : ctx.comms) MPT_OK(weft_comm_destroy(kv.second));
+    MPT_OK(weft_comm_destroy(ctx.world.comm));
+    return tally.report(std::getenv("WEFT_TEST_VERBOSE") || ctx.world.rank == 0) ? 0 : 1;
+  }
+  if (want_barrier_part && !f.full && n == 1) {
+    if (ctx.world.rank == 0) logf("skipped: part barrier at 1 rank (nobody to wait for)");
+  } else if (want_barrier_part && !f.full) {
     double t0 = now_s();
     barrier_semantics(ctx);
     if (ctx.world.rank == 0) logf("part barrier: %.2f s", now_s() - t0);
