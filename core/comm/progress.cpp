@@ -167,6 +167,14 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
       }
     }
     if (deadline.expired()) {
+      // A member known to be dead (its process is gone, or a failure notice said so) explains
+      // the stall better than the live rank this one waited for, which is likely waiting for
+      // the dead one itself: name it.
+      if (int dead = comm.world().first_dead_among(comm.members()); dead >= 0) {
+        fail_remote(comm, ops, subject, dead,
+                    format("not complete after %lld ms, and rank %d of this communicator is gone",
+                           static_cast<long long>(deadline.budget().count()), comm_rank_of_world(comm, dead)));
+      }
       fail_wait(comm, ops, Status::timeout,
                 format("%s: timed out after %lld ms; not heard from rank(s) %s", subject_text(comm, subject).c_str(),
                        static_cast<long long>(deadline.budget().count()), describe_stall(comm, ops).c_str()));
