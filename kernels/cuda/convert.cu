@@ -1,38 +1,22 @@
 // Device float32 <-> f16 / bf16 / fp8 conversions with an optional float32 scale.
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/convert_ops.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/fill.h"
-#include "kernels/cuda/float_bits.cuh"
 
 namespace weft::kernels::cuda {
 namespace {
 
 using namespace detail;
 
-// scale == 1 skips the multiply, so that NaN payloads pass exactly as in the unscaled CPU code.
-template <class C>
-struct Widen {
-  float scale;
-  __device__ float operator()(typename C::Storage v) const {
-    const float x = C::widen(v);
-    return scale == 1.0f ? x : x * scale;
-  }
-};
-
-template <class C>
-struct Narrow {
-  float scale;
-  __device__ typename C::Storage operator()(float x) const { return C::narrow(scale == 1.0f ? x : x * scale); }
-};
-
-void check_args(const void* dst, const void* src, size_t count, const char* what) {
+void check_convert_args(const void* dst, const void* src, size_t count, const char* what) {
   if (count != 0 && (!dst || !src)) fail(Status::invalid_argument, "%s: null buffer with count %zu", what, count);
 }
 
 }  // namespace
 
 void widen_to_f32(float* dst, const void* src, DType src_type, size_t count, void* stream, float scale) {
-  check_args(dst, src, count, "cuda::widen_to_f32");
+  check_convert_args(dst, src, count, "cuda::widen_to_f32");
   if (count == 0) return;
   if (src_type == DType::f32 && scale == 1.0f) return copy(dst, src, count * sizeof(float), stream);
   bool known = with_codec(src_type, [&](auto codec) {
@@ -46,7 +30,7 @@ void widen_to_f32(float* dst, const void* src, DType src_type, size_t count, voi
 }
 
 void narrow_from_f32(void* dst, DType dst_type, const float* src, size_t count, void* stream, float scale) {
-  check_args(dst, src, count, "cuda::narrow_from_f32");
+  check_convert_args(dst, src, count, "cuda::narrow_from_f32");
   if (count == 0) return;
   if (dst_type == DType::f32 && scale == 1.0f) return copy(dst, src, count * sizeof(float), stream);
   bool known = with_codec(dst_type, [&](auto codec) {

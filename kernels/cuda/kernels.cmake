@@ -1,5 +1,7 @@
 # kernels/cuda: the device twins of kernels/cpu, compiled by nvcc into weft_internal. Included
-# by the top-level CMakeLists.txt (after weft_internal exists) when CUDA is enabled.
+# by transports/nccl/nccl.cmake when CUDA is enabled. (A CUDA-emulated test build does not
+# include this: it compiles the same .cu files with the host compiler, through
+# tests/cuda_emulator/kernels_on_cpu.cpp; host_device.cuh says how.)
 #
 # Machine code for sm_80 (A100) and sm_90 (H100) plus compute_90 PTX that newer GPUs compile
 # at load time; -DCMAKE_CUDA_ARCHITECTURES=... overrides. The .cu files are few and small so

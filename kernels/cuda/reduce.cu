@@ -1,80 +1,15 @@
-// Device element-wise reductions and divide_by: the operators are kernels/cpu/reduce.cpp's,
-// written for the device (same selects, same integer widths), so results match bit for bit.
+// Device element-wise reductions and divide_by: the dtype dispatch; the operators are in
+// reduce_ops.cuh.
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/cuda/float_bits.cuh"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/reduce_ops.cuh"
 
 namespace weft::kernels::cuda {
 namespace {
 
 using namespace detail;
-
-// Integer arithmetic in an unsigned type (wrap-around is defined); 8-bit values promote to
-// unsigned int, as on the CPU.
-template <class T>
-using WrapT = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-
-struct OpSum {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return a + b;
-    } else {
-      return static_cast<T>(static_cast<WrapT<T>>(a) + static_cast<WrapT<T>>(b));
-    }
-  }
-};
-
-struct OpProd {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return a * b;
-    } else {
-      return static_cast<T>(static_cast<WrapT<T>>(a) * static_cast<WrapT<T>>(b));
-    }
-  }
-};
-
-// IEEE 754-2019 minimum/maximum: a NaN operand wins, -0 < +0 (see kernels/cpu/reduce.cpp).
-struct OpMin {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      T r = a < b ? a : b;
-      const T either_sign = float_of(bits_of(a) | bits_of(b));
-      r = a == b ? either_sign : r;
-      return a != a ? a : r;
-    } else {
-      return a < b ? a : b;
-    }
-  }
-};
-
-struct OpMax {
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      T r = a > b ? a : b;
-      const T both_sign = float_of(bits_of(a) & bits_of(b));
-      r = a == b ? both_sign : r;
-      return a != a ? a : r;
-    } else {
-      return a > b ? a : b;
-    }
-  }
-};
-
-// Low-precision floats: widen both operands, reduce in float32, round once.
-template <class C, class Op>
-struct ViaF32 {
-  __device__ typename C::Storage operator()(typename C::Storage a, typename C::Storage b) const {
-    return C::narrow(Op{}(C::widen(a), C::widen(b)));
-  }
-};
 
 template <class Op>
 void reduce_op(void* dst, const void* a, const void* b, size_t n, DType dtype, void* stream) {
@@ -103,29 +38,6 @@ void reduce_op(void* dst, const void* a, const void* b, size_t n, DType dtype, v
     case DType::f8e5m2: return low(Codec<DType::f8e5m2>{});
   }
 }
-
-template <class T>
-struct DivideBy {
-  int divisor;
-  __device__ T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return x / static_cast<T>(divisor);
-    } else {
-      // As on the CPU: divide in a type holding element and divisor; truncates toward zero.
-      using W = std::conditional_t<std::is_signed_v<T>, std::conditional_t<(sizeof(T) <= 4), int32_t, int64_t>,
-                                   std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>>;
-      return static_cast<T>(static_cast<W>(x) / static_cast<W>(divisor));
-    }
-  }
-};
-
-template <class C>
-struct DivideNarrow {
-  int divisor;
-  __device__ typename C::Storage operator()(typename C::Storage x) const {
-    return C::narrow(C::widen(x) / static_cast<float>(divisor));
-  }
-};
 
 }  // namespace
 

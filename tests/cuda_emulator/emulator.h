@@ -1,5 +1,5 @@
-// The CUDA emulator's own interface, for the code built on top of it: the emulated kernels
-// (kernels_emulated.cpp, linked into weft in an emulated build) and the stand-in NCCL
+// The CUDA emulator's own interface, for the code built on top of it: the host-run kernels
+// (kernels_on_cpu.cpp, linked into weft in an emulated build) and the stand-in NCCL
 // (fake_nccl.cpp). Everything else talks to the emulator through the CUDA runtime API it
 // implements (cuda_runtime_api.h, from the real toolkit).
 //
@@ -20,8 +20,10 @@
 //   legacy default stream's implicit ordering are modelled.
 // - WEFT_EMU_DEVICES devices (default 1); every process sees the same devices (same UUIDs), as
 //   processes on one machine do.
-// What it does not model: kernels (the emulated kernels run kernels/cpu on the stream), peer
-// access, graphs, timing.
+// - Kernels: kernels/cuda's .cu files are compiled by the host compiler (kernels_on_cpu.cpp)
+//   and each launch runs its grid, thread by thread, as one piece of work on the stream.
+// What it does not model: shared memory and synchronisation inside a kernel (weft's kernels use
+// neither), peer access, graphs, timing.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/codecs.h"
-
 namespace weft::fake_nccl {
 
 size_t type_size(ncclDataType_t t) {
@@ -17,30 +15,6 @@ size_t type_size(ncclDataType_t t) {
     case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
     case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
     default: return 0;
-  }
-}
-
-// Low-precision floats are computed in float32 and rounded back at every step, as NCCL's
-// kernels do for half/bfloat16/fp8 arithmetic (fp8 saturating); each pairwise step is exact
-// after rounding here, but NCCL's order of steps (ring/tree) and fused operations may round
-// differently, so results can differ from real NCCL in the last bit.
-float widen(ncclDataType_t t, const void* p, size_t i) {
-  namespace d = weft::kernels::detail;
-  switch (t) {
-    case ncclFloat16: return d::f16_to_f32_inline(static_cast<const uint16_t*>(p)[i]);
-    case ncclBfloat16: return d::bf16_to_f32_inline(static_cast<const uint16_t*>(p)[i]);
-    case ncclFloat8e4m3: return d::f32_from_bits(d::e4m3_bits(static_cast<const uint8_t*>(p)[i]));
-    default: return d::f32_from_bits(d::e5m2_bits(static_cast<const uint8_t*>(p)[i]));
-  }
-}
-
-void narrow(ncclDataType_t t, void* p, size_t i, float v) {
-  namespace d = weft::kernels::detail;
-  switch (t) {
-    case ncclFloat16: static_cast<uint16_t*>(p)[i] = d::f32_to_f16_inline(v); return;
-    case ncclBfloat16: static_cast<uint16_t*>(p)[i] = d::f32_to_bf16_inline(v); return;
-    case ncclFloat8e4m3: static_cast<uint8_t*>(p)[i] = d::to_e4m3(v, true); return;
-    default: static_cast<uint8_t*>(p)[i] = d::to_e5m2(v, true); return;
   }
 }
 

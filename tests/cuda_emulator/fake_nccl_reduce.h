@@ -16,7 +16,8 @@ inline bool type_valid(ncclDataType_t t) { return t >= 0 && t < ncclNumTypes; }
 inline bool op_valid(ncclRedOp_t o) { return o >= 0 && o < ncclNumOps; }  // user-defined ops: not modelled
 inline bool is_float(ncclDataType_t t) { return t >= ncclFloat16 && t <= ncclFloat8e5m2; }
 
-// Element i of a half/bfloat16/fp8 buffer as float32, and back (rounded, fp8 saturating).
+// Element i of a half/bfloat16/fp8 buffer as float32, and back (rounded to nearest, ties to
+// even; fp8 saturating). Defined in fake_nccl_floats.cpp.
 float widen(ncclDataType_t t, const void* p, size_t i);
 void narrow(ncclDataType_t t, void* p, size_t i, float v);
 

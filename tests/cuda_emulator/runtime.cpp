@@ -14,6 +14,7 @@ namespace weft::emu {
 namespace {
 
 constexpr int kMaxDevices = 16;
+constexpr int kMultiProcessors = 132;  // an H100's
 
 // A context is the address of its device's entry here (CUcontext is an opaque pointer).
 struct Context {
@@ -161,11 +162,21 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
   prop->major = 9;
   prop->minor = 0;
-  prop->multiProcessorCount = 132;
+  prop->multiProcessorCount = kMultiProcessors;
   prop->pciBusID = 0x10 + device;
   prop->unifiedAddressing = 1;
   prop->managedMemory = 1;
   return cudaSuccess;
+}
+
+// The attributes kernels/cuda asks for; any other is "not modelled" (an error, not a guess).
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (!value) return fail(cudaErrorInvalidValue);
+  if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = kMultiProcessors; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue);
+  }
 }
 
 cudaError_t cudaGetLastError(void) {

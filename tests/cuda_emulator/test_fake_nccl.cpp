@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/codecs.h"
+#include "reference.h"  // tests/multiproc: the suite's own codecs
 
 namespace {
 
@@ -93,9 +93,17 @@ size_t type_size(ncclDataType_t t) {
   }
 }
 
+// The narrow float types as the test reference (tests/multiproc/reference.h) knows them.
+weft_dtype_t narrow_type(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat16: return WEFT_FLOAT16;
+    case ncclBfloat16: return WEFT_BFLOAT16;
+    case ncclFloat8e4m3: return WEFT_FP8_E4M3;
+    default: return WEFT_FP8_E5M2;
+  }
+}
+
 void encode(ncclDataType_t t, void* buf, size_t i, double v) {
-  namespace d = weft::kernels::detail;
-  const float f = static_cast<float>(v);
   switch (t) {
     case ncclInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
     case ncclUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
@@ -103,18 +111,18 @@ void encode(ncclDataType_t t, void* buf, size_t i, double v) {
     case ncclUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
     case ncclInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
     case ncclUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
-    case ncclFloat16: static_cast<uint16_t*>(buf)[i] = d::f32_to_f16_inline(f); break;
-    case ncclBfloat16: static_cast<uint16_t*>(buf)[i] = d::f32_to_bf16_inline(f); break;
-    case ncclFloat32: static_cast<float*>(buf)[i] = f; break;
+    case ncclFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
     case ncclFloat64: static_cast<double*>(buf)[i] = v; break;
-    case ncclFloat8e4m3: static_cast<uint8_t*>(buf)[i] = d::to_e4m3(f, true); break;
-    case ncclFloat8e5m2: static_cast<uint8_t*>(buf)[i] = d::to_e5m2(f, true); break;
+    case ncclFloat16: case ncclBfloat16: case ncclFloat8e4m3: case ncclFloat8e5m2: {
+      const weft_dtype_t d = narrow_type(t);
+      mpt::store_bits(d, buf, i, mpt::encode_float(d, v, d == WEFT_FP8_E4M3 || d == WEFT_FP8_E5M2));
+      break;
+    }
     default: break;
   }
 }
 
 double decode(ncclDataType_t t, const void* buf, size_t i) {
-  namespace d = weft::kernels::detail;
   switch (t) {
     case ncclInt8: return static_cast<const int8_t*>(buf)[i];
     case ncclUint8: return static_cast<const uint8_t*>(buf)[i];
@@ -122,12 +130,10 @@ double decode(ncclDataType_t t, const void* buf, size_t i) {
     case ncclUint32: return static_cast<const uint32_t*>(buf)[i];
     case ncclInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
     case ncclUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
-    case ncclFloat16: return d::f16_to_f32_inline(static_cast<const uint16_t*>(buf)[i]);
-    case ncclBfloat16: return d::bf16_to_f32_inline(static_cast<const uint16_t*>(buf)[i]);
     case ncclFloat32: return static_cast<const float*>(buf)[i];
     case ncclFloat64: return static_cast<const double*>(buf)[i];
-    case ncclFloat8e4m3: return d::f32_from_bits(d::e4m3_bits(static_cast<const uint8_t*>(buf)[i]));
-    case ncclFloat8e5m2: return d::f32_from_bits(d::e5m2_bits(static_cast<const uint8_t*>(buf)[i]));
+    case ncclFloat16: case ncclBfloat16: case ncclFloat8e4m3: case ncclFloat8e5m2:
+      return mpt::decode_float(narrow_type(t), mpt::load_bits(narrow_type(t), buf, i));
     default: return 0;
   }
 }

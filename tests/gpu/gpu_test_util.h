@@ -1,5 +1,5 @@
-// Shared by the GPU tests: whether a GPU is usable (tests skip with the reason when not), device
-// buffers, and NaN-aware comparison of element arrays.
+// Shared by the GPU tests: whether a GPU is usable (tests skip with the reason when not) and
+// device buffers.
 #pragma once
 
 #include <cuda_runtime_api.h>
