@@ -14,8 +14,9 @@ if(NOT WEFT_WITH_CUDA_ENABLED)
 endif()
 
 # WEFT_CUDART: the CUDA runtime transports/nccl and the GPU tests link. In an emulated build
-# (WEFT_CUDA_EMULATION) that is tests/cuda_emulator, and kernels/cuda's entry points run the
-# CPU twins on the emulator's streams.
+# (WEFT_CUDA_EMULATION) that is tests/cuda_emulator, and kernels/cuda's own .cu sources are
+# compiled by the host compiler into kernels_on_cpu.cpp, whose launches run every thread of the
+# grid on the emulator's streams: the tests run the product's kernel code, not the CPU twins.
 if(WEFT_CUDA_EMULATION)
   set(WEFT_CUDART weft_cuda_emu)
   target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/tests/cuda_emulator/kernels_on_cpu.cpp)

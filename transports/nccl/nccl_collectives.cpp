@@ -8,8 +8,10 @@
 //    narrow type, rounding at every step, which weft.h rules out.
 //  - float MIN/MAX go through order keys (kernels/cuda/order_key.h) and NCCL's unsigned integer
 //    MIN/MAX, because NCCL's float min/max drop NaN operands (weft.h: NaN wins) and -0/+0.
-//  - AVG: ncclAvg for floats (NCCL scales by 1/nranks, so the result may differ from sum / n in
-//    the last bit); integers are summed (wrapping) and divided truncating toward zero.
+//  - AVG is ncclSum, then a division by nranks (in float32 for the widened types, truncating
+//    toward zero for integers). Not ncclAvg: it scales every input by 1/nranks before summing,
+//    so a sum that overflows gave a finite average where weft.h's SUM / n gives inf (found by
+//    the emulated device tests against the independent reference).
 // Data movement (broadcast, gathers, all-to-all) moves bytes (ncclInt8), so every dtype works
 // on every GPU. alltoall(v), gather, scatter and allgatherv are grouped ncclSend/ncclRecv.
 #include <optional>
@@ -51,7 +53,7 @@ struct Wire {
   ncclDataType_t type;
   ncclRedOp_t op;
   size_t elem;
-  bool divide_after;  // integer AVG: sum, then divide
+  bool divide_after;  // AVG: sum, then divide (the wire's buffer: widened ones in float32)
 };
 
 Wire wire_for(DType d, ReduceOp op) {
@@ -65,10 +67,11 @@ Wire wire_for(DType d, ReduceOp op) {
     case ReduceOp::prod: o = ncclProd; break;
     case ReduceOp::min: o = ncclMin; break;
     case ReduceOp::max: o = ncclMax; break;
-    case ReduceOp::avg: o = dtype_is_float(d) ? ncclAvg : ncclSum; break;
+    case ReduceOp::avg: o = ncclSum; break;
   }
-  if (dtype_reduces_in_f32(d)) return {Wire::Kind::widened, ncclFloat32, o, sizeof(float), false};
-  return {Wire::Kind::native, nccl_type(d), o, dtype_size(d), op == ReduceOp::avg && !dtype_is_float(d)};
+  const bool avg = op == ReduceOp::avg;
+  if (dtype_reduces_in_f32(d)) return {Wire::Kind::widened, ncclFloat32, o, sizeof(float), avg};
+  return {Wire::Kind::native, nccl_type(d), o, dtype_size(d), avg};
 }
 
 void encode(const Wire& w, void* dst, const void* src, size_t count, DType d, ReduceOp op, cudaStream_t s) {
@@ -128,6 +131,7 @@ void allreduce(Launch& l, const void* send, void* recv, size_t count, DType d, R
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
     return api.AllReduce(tmp.data(), tmp.data(), count, w.type, w.op, c, s);
   });
+  if (w.divide_after) kc::divide_by(tmp.data(), count, DType::f32, l.comm().size(), s);
   decode(w, recv, tmp.data(), count, d, s);
 }
 
@@ -149,7 +153,9 @@ void reduce(Launch& l, const void* send, void* recv, size_t count, DType d, Redu
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
     return api.Reduce(tmp.data(), tmp.data(), count, w.type, w.op, root, c, s);
   });
-  if (is_root) decode(w, recv, tmp.data(), count, d, s);
+  if (!is_root) return;
+  if (w.divide_after) kc::divide_by(tmp.data(), count, DType::f32, l.comm().size(), s);
+  decode(w, recv, tmp.data(), count, d, s);
 }
 
 void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, DType d, ReduceOp op) {
@@ -171,6 +177,7 @@ void reduce_scatter(Launch& l, const void* send, void* recv, size_t recvcount, D
   issue(l, [&](const NcclApi& api, ncclComm_t c) {
     return api.ReduceScatter(tmp.data(), mine, recvcount, w.type, w.op, c, s);
   });
+  if (w.divide_after) kc::divide_by(mine, recvcount, DType::f32, l.comm().size(), s);
   decode(w, recv, mine, recvcount, d, s);
 }
 
