@@ -1,11 +1,11 @@
-#include "transports/nccl/nccl_comm.h"
+#include "core/device/nccl_comm.h"
 
 #include <cstring>
 
 #include "core/collectives/collectives.h"
 #include "core/comm/deadline.h"
+#include "core/common/backoff.h"
 #include "core/common/log.h"
-#include "transports/nccl/backoff.h"
 
 namespace weft::gpu {
 namespace {

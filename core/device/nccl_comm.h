@@ -17,8 +17,8 @@
 #include <string>
 
 #include "core/comm/comm.h"
+#include "core/device/subject.h"
 #include "transports/nccl/nccl_lib.h"
-#include "transports/nccl/subject.h"
 
 namespace weft::gpu {
 
