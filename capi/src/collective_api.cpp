@@ -1,12 +1,12 @@
 // Collective entry points: validate every argument, route by where the buffers live
-// (transports/nccl/device_api.h: device memory -> NCCL or staging, host memory -> the core
+// (core/device/device_api.h: device memory -> NCCL or staging, host memory -> the core
 // algorithm), then run through launch() / launch_device() (blocking or as a request).
 #include "capi/src/handles.h"
 #include "capi/src/launch.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
 #include "core/collectives/collectives.h"
-#include "transports/nccl/device_api.h"
+#include "core/device/device_api.h"
 
 using namespace weft;
 using namespace weft::capi;

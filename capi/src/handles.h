@@ -10,7 +10,7 @@
 #include "core/comm/comm.h"
 #include "weft/weft.h"
 #include "core/comm/executor.h"
-#include "transports/nccl/device_api.h"
+#include "core/device/device_api.h"
 #include "transports/transport.h"
 
 struct weft_comm {
@@ -22,7 +22,7 @@ struct weft_request {
   uint64_t magic;
   std::shared_ptr<weft::Comm> comm;
   // Exactly one of these: a queued collective, posted point-to-point operations (a batch: none
-  // or more), or device work (transports/nccl: a CUDA event, a staged task or staged transfers).
+  // or more), or device work (core/device: a CUDA event, a staged task or staged transfers).
   std::shared_ptr<weft::Task> task;
   std::vector<std::unique_ptr<weft::transport::Op>> ops;
   std::shared_ptr<weft::gpu::Pending> device;

@@ -1,6 +1,6 @@
 // Where an operation runs: blocking calls go through the communicator's executor on this
 // thread; asynchronous calls are queued and handed back as a weft_request_t. Operations on
-// device buffers go to transports/nccl instead (NCCL or staging, stream-ordered).
+// device buffers go to core/device instead (NCCL or staging, stream-ordered).
 #pragma once
 
 #include <functional>
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "capi/src/handles.h"
-#include "transports/nccl/device_api.h"
+#include "core/device/device_api.h"
 
 namespace weft::capi {
 

@@ -71,7 +71,7 @@ void check_batch_overlap(const Batch& b) {
   }
 }
 
-// Runs a validated batch: device memory to transports/nccl, host memory posted to the transport
+// Runs a validated batch: device memory to core/device, host memory posted to the transport
 // here (every send and receive at once) and waited for together or returned as one request.
 void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t* request) {
   std::vector<gpu::BufferRef> refs;

@@ -56,7 +56,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   // Why shm_possible() is false, in words for an error message.
   std::string shm_unavailable_reason() const;
 
-  // Device-memory state (transports/nccl), set while the communicator is created; nullptr in
+  // Device-memory state (core/device), set while the communicator is created; nullptr in
   // host-only builds.
   DeviceState* device() const { return device_.get(); }
   void set_device(std::unique_ptr<DeviceState> d) { device_ = std::move(d); }

@@ -6,7 +6,7 @@
 #include "core/collectives/collectives.h"
 #include "core/comm/channel.h"
 #include "core/common/log.h"
-#include "transports/nccl/device_api.h"
+#include "core/device/device_api.h"
 
 namespace weft {
 namespace {
@@ -22,7 +22,7 @@ std::shared_ptr<Comm> with_shm(std::shared_ptr<Comm> comm) {
   return comm;
 }
 
-// Device memory (transports/nccl): picks the GPU and sets up NCCL, likewise while every rank is
+// Device memory (core/device): picks the GPU and sets up NCCL, likewise while every rank is
 // inside the creating call.
 std::shared_ptr<Comm> with_device(std::shared_ptr<Comm> comm, const Comm* parent,
                                   std::shared_ptr<gpu::SplitDevice> split = nullptr) {

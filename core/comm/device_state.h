@@ -1,4 +1,4 @@
-// The part of a communicator that lives on a GPU. transports/nccl implements it (CUDA builds);
+// The part of a communicator that lives on a GPU. core/device implements it (CUDA builds);
 // core only needs to abort it from any thread (weft_comm_abort) and to destroy it with the
 // communicator.
 #pragma once

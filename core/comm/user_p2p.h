@@ -1,6 +1,6 @@
 // User point-to-point (weft_send, weft_recv, weft_p2p_batch) as core/ sees it: the one place
 // that decides how such a message is tagged, and helpers for the operations a call or request
-// owns. Host memory (capi/) and staged device memory (transports/nccl/p2p.cpp) both post here,
+// owns. Host memory (capi/) and staged device memory (core/device/p2p.cpp) both post here,
 // which is what lets a host-memory send pair with a staged device receive and vice versa.
 #pragma once
 

@@ -1,5 +1,5 @@
 # kernels/cuda: the device twins of kernels/cpu, compiled by nvcc into weft_internal. Included
-# by transports/nccl/nccl.cmake when CUDA is enabled. (A CUDA-emulated test build does not
+# by core/device/device.cmake when CUDA is enabled. (A CUDA-emulated test build does not
 # include this: it compiles the same .cu files with the host compiler, through
 # tests/cuda_emulator/kernels_on_cpu.cpp; host_device.cuh says how.)
 #

@@ -1,6 +1,6 @@
 # tests/cuda_emulator: a CUDA runtime emulator (and a stand-in NCCL) so that the GPU path's host
 # logic runs on machines without a GPU (emulator.h says what is modelled). Included by the
-# top-level CMakeLists.txt when WEFT_CUDA_EMULATION=ON: transports/nccl then links
+# top-level CMakeLists.txt when WEFT_CUDA_EMULATION=ON: core/device then links
 # weft_cuda_emu instead of the CUDA runtime, and kernels/cuda's .cu files are compiled by the
 # host compiler and run their kernels on the emulated streams (kernels_on_cpu.cpp). No nvcc is
 # involved; the toolkit's headers give the types.

@@ -3,7 +3,7 @@
 // (fake_nccl.cpp). Everything else talks to the emulator through the CUDA runtime API it
 // implements (cuda_runtime_api.h, from the real toolkit).
 //
-// Why an emulator: this project's CI machines have no GPU, yet most of transports/nccl is host
+// Why an emulator: this project's CI machines have no GPU, yet most of core/device is host
 // logic (routing, staging pipelines, events, watchdog, NCCL setup and abort) that a GPU session
 // may never get to run. libweft_cuda_emu.so stands in for the CUDA runtime (and
 // libweft_fake_nccl.so for NCCL) so that this logic runs under the GPU tests on every CI run.

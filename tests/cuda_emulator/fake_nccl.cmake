@@ -1,5 +1,5 @@
 # The stand-in NCCL (fake_nccl.cpp says what it models): libweft_fake_nccl.so, loaded by weft
-# as its NCCL in an emulated build (transports/nccl/nccl.cmake; WEFT_NCCL_LIBRARY overrides).
+# as its NCCL in an emulated build (core/device/device.cmake; WEFT_NCCL_LIBRARY overrides).
 # Included by emulator.cmake, after weft_cuda_emu.
 add_library(weft_fake_nccl SHARED
   ${CMAKE_CURRENT_LIST_DIR}/fake_nccl.cpp

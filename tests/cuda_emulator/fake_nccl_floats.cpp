@@ -7,7 +7,7 @@
 // arithmetic of the library whose results it helps to check (weft's codecs are kernels/cpu's).
 // Decoding is ldexp of the fields; encoding searches the ordered codes for the nearest value.
 // (weft itself hands NCCL only float32, float64, integers and order keys for reductions: it
-// widens the narrow types first, transports/nccl/nccl_collectives.cpp.)
+// widens the narrow types first, core/device/nccl_collectives.cpp.)
 #include <cmath>
 #include <cstdint>
 #include <limits>

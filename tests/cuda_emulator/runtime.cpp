@@ -197,7 +197,7 @@ const char* cudaGetErrorString(cudaError_t err) {
   return e ? e->text : "unknown error";
 }
 
-// The driver functions weft reaches through the runtime (transports/nccl/cuda_util.cpp); any
+// The driver functions weft reaches through the runtime (transports/cuda/cuda_util.cpp); any
 // other name is "not found", which callers must handle anyway (older drivers).
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int, unsigned long long,
                                              cudaDriverEntryPointQueryResult* status) {

@@ -70,7 +70,7 @@ UcxTransport::UcxTransport() {
   ucp_config_release(config);
   check(st, "context init (ucp_init)");
   // Which memory UCX can move: Debian's UCX has host memory only, a CUDA-enabled build lists
-  // CUDA too, and then device buffers go to it directly (transports/nccl/p2p.cpp).
+  // CUDA too, and then device buffers go to it directly (core/device/p2p.cpp).
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
   if (ucp_context_query(context_, &attr) == UCS_OK) {

@@ -1,9 +1,9 @@
 // route(): where a call runs, from its buffers and stream (the rule is in weft.h).
 #include "core/common/status.h"
-#include "transports/nccl/cuda_util.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/device_context.h"
-#include "transports/nccl/driver_probe.h"
+#include "core/device/device_api.h"
+#include "core/device/device_context.h"
+#include "core/device/driver_probe.h"
+#include "transports/cuda/cuda_util.h"
 
 namespace weft::gpu {
 namespace {

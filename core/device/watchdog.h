@@ -8,8 +8,8 @@
 #include <cuda_runtime_api.h>
 
 #include "core/comm/comm.h"
-#include "transports/nccl/device_context.h"
-#include "transports/nccl/subject.h"
+#include "core/device/device_context.h"
+#include "core/device/subject.h"
 
 namespace weft::gpu {
 

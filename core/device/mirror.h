@@ -1,4 +1,4 @@
-// Private to transports/nccl: pinned host copies of device buffers for one staged operation.
+// Private to core/device: pinned host copies of device buffers for one staged operation.
 // Spans that overlap (the in-place forms of weft.h) share one pinned area, so the host algorithm
 // sees the same aliasing as the device buffers. Copies run on the launch's stream (after the
 // caller's earlier work on it) and are waited for with the watchdog.
@@ -8,8 +8,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "transports/nccl/cuda_util.h"
-#include "transports/nccl/launch.h"
+#include "core/device/launch.h"
+#include "transports/cuda/cuda_util.h"
 
 namespace weft::gpu {
 

@@ -16,13 +16,13 @@
 // on every GPU. alltoall(v), gather, scatter and allgatherv are grouped ncclSend/ncclRecv.
 #include <optional>
 
+#include "core/device/device_scratch.h"
+#include "core/device/nccl_comm.h"
+#include "core/device/paths.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/fill.h"
 #include "kernels/cuda/order_key.h"
 #include "kernels/cuda/reduce.h"
-#include "transports/nccl/device_scratch.h"
-#include "transports/nccl/nccl_comm.h"
-#include "transports/nccl/paths.h"
 
 namespace weft::gpu::nccl_path {
 namespace {

@@ -1,6 +1,6 @@
 // The device collectives of device_api.h: NCCL when the communicator has it, else staging.
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/paths.h"
+#include "core/device/device_api.h"
+#include "core/device/paths.h"
 
 #if WEFT_HAVE_NCCL
 #define WEFT_ROUTE(call)                      \

@@ -1,8 +1,8 @@
-#include "transports/nccl/mirror.h"
+#include "core/device/mirror.h"
 
 #include <algorithm>
 
-#include "transports/nccl/watchdog.h"
+#include "core/device/watchdog.h"
 
 namespace weft::gpu {
 

@@ -18,11 +18,11 @@
 // memory then need no NCCL work to finish first.
 #include "core/comm/progress.h"
 #include "core/comm/user_p2p.h"
-#include "transports/nccl/cuda_util.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/launch.h"
-#include "transports/nccl/paths.h"
-#include "transports/nccl/watchdog.h"
+#include "core/device/device_api.h"
+#include "core/device/launch.h"
+#include "core/device/paths.h"
+#include "core/device/watchdog.h"
+#include "transports/cuda/cuda_util.h"
 
 namespace weft::gpu {
 namespace {

@@ -1,11 +1,11 @@
-#include "transports/nccl/device_context.h"
+#include "core/device/device_context.h"
 
 #include <cerrno>
 #include <cstdlib>
 
 #include "core/common/log.h"
 #include "core/common/status.h"
-#include "transports/nccl/nccl_comm.h"
+#include "core/device/nccl_comm.h"
 
 namespace weft::gpu {
 

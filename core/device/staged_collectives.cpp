@@ -16,9 +16,9 @@
 #include <algorithm>
 
 #include "core/collectives/collectives.h"
-#include "transports/nccl/mirror.h"
-#include "transports/nccl/paths.h"
-#include "transports/nccl/watchdog.h"
+#include "core/device/mirror.h"
+#include "core/device/paths.h"
+#include "core/device/watchdog.h"
 
 namespace weft::gpu::staged {
 namespace {

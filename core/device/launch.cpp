@@ -13,12 +13,12 @@
 #include <string>
 
 #include "core/comm/executor.h"
-#include "transports/nccl/cuda_util.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/launch.h"
-#include "transports/nccl/watchdog.h"
+#include "core/device/device_api.h"
+#include "core/device/launch.h"
+#include "core/device/watchdog.h"
+#include "transports/cuda/cuda_util.h"
 #if WEFT_HAVE_NCCL
-#include "transports/nccl/nccl_comm.h"
+#include "core/device/nccl_comm.h"
 #endif
 
 namespace weft::gpu {

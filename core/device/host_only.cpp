@@ -4,8 +4,8 @@
 // the process has it loaded, and a device pointer fails with WEFT_ERR_UNSUPPORTED instead of
 // reaching the host algorithms.
 #include "core/common/status.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/driver_probe.h"
+#include "core/device/device_api.h"
+#include "core/device/driver_probe.h"
 
 namespace weft::gpu {
 namespace {

@@ -1,4 +1,4 @@
-// Private to transports/nccl: device memory for one operation, allocated and freed in stream
+// Private to core/device: device memory for one operation, allocated and freed in stream
 // order (cudaMallocFromPoolAsync / cudaFreeAsync), so it is reused only after the work that
 // uses it. The pool is the communicator's own (DeviceContext::scratch_pool), which keeps freed
 // memory up to a threshold: CUDA's default pool returns everything at each synchronisation, so
@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-#include "transports/nccl/cuda_util.h"
+#include "transports/cuda/cuda_util.h"
 
 namespace weft::gpu {
 

@@ -1,5 +1,6 @@
-# transports/nccl: device memory (routing, NCCL, staging). Included by the top-level
-# CMakeLists.txt after weft_internal exists.
+# core/device: device memory (routing, NCCL, staging), with the engines it drives:
+# transports/cuda (the CUDA runtime) and transports/nccl (the NCCL library and communicator).
+# Included by the top-level CMakeLists.txt after weft_internal exists.
 #
 # Linking: the CUDA runtime is linked statically (CUDA::cudart_static) and hidden by the version
 # script, so libweft.so needs no libcudart.so at run time and cannot clash with an
@@ -7,13 +8,13 @@
 # linked at all but loaded with dlopen when a communicator is created (nccl_lib.h says why);
 # the library found here is only the last place searched.
 if(NOT WEFT_WITH_CUDA_ENABLED)
-  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/transports/nccl/host_only.cpp
-                                       ${CMAKE_SOURCE_DIR}/transports/nccl/driver_probe.cpp)
+  target_sources(weft_internal PRIVATE ${CMAKE_SOURCE_DIR}/core/device/host_only.cpp
+                                       ${CMAKE_SOURCE_DIR}/core/device/driver_probe.cpp)
   target_link_libraries(weft_internal PUBLIC ${CMAKE_DL_LIBS})
   return()
 endif()
 
-# WEFT_CUDART: the CUDA runtime transports/nccl and the GPU tests link. In an emulated build
+# WEFT_CUDART: the CUDA runtime core/device, transports/cuda and the GPU tests link. In an emulated build
 # (WEFT_CUDA_EMULATION) that is tests/cuda_emulator, and kernels/cuda's own .cu sources are
 # compiled by the host compiler into kernels_on_cpu.cpp, whose launches run every thread of the
 # grid on the emulator's streams: the tests run the product's kernel code, not the CPU twins.
@@ -25,10 +26,12 @@ else()
   include(${CMAKE_SOURCE_DIR}/kernels/cuda/kernels.cmake)
 endif()
 
-file(GLOB WEFT_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/transports/nccl/*.cpp)
+file(GLOB WEFT_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/core/device/*.cpp
+     ${CMAKE_SOURCE_DIR}/transports/cuda/*.cpp ${CMAKE_SOURCE_DIR}/transports/nccl/*.cpp)
 list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/host_only\\.cpp$")
 if(NOT WEFT_WITH_NCCL_ENABLED)
-  list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/nccl_[^/]*\\.cpp$")
+  # core/device/nccl_*.cpp and everything in transports/nccl/.
+  list(FILTER WEFT_DEVICE_SOURCES EXCLUDE REGEX "/(nccl_[^/]*\\.cpp|transports/nccl/[^/]*)$")
 endif()
 target_sources(weft_internal PRIVATE ${WEFT_DEVICE_SOURCES})
 target_compile_definitions(weft_internal PUBLIC WEFT_HAVE_CUDA=1)

@@ -5,7 +5,7 @@
 #include <sched.h>
 #include <time.h>
 
-namespace weft::gpu {
+namespace weft {
 
 class Backoff {
  public:
@@ -27,4 +27,4 @@ class Backoff {
   int rounds_ = 0;
 };
 
-}  // namespace weft::gpu
+}  // namespace weft

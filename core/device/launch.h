@@ -1,4 +1,4 @@
-// Private to transports/nccl: one device operation being issued. It knows the communicator,
+// Private to core/device: one device operation being issued. It knows the communicator,
 // its device state, the stream the work is ordered on (the caller's, or the communicator's own
 // for a NULL stream) and, on the NCCL path, the operation's Channel: its sequence number and
 // the WEFT_DEBUG=check exchange. The staging path has no Channel: the host collectives it runs
@@ -11,9 +11,9 @@
 
 #include "core/collectives/arg_check.h"
 #include "core/comm/channel.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/device_context.h"
-#include "transports/nccl/subject.h"
+#include "core/device/device_api.h"
+#include "core/device/device_context.h"
+#include "core/device/subject.h"
 
 namespace weft::gpu {
 

@@ -12,10 +12,10 @@
 
 #include "core/collectives/collectives.h"
 #include "core/common/log.h"
-#include "transports/nccl/device_api.h"
-#include "transports/nccl/device_context.h"
+#include "core/device/device_api.h"
+#include "core/device/device_context.h"
 #if WEFT_HAVE_NCCL
-#include "transports/nccl/nccl_comm.h"
+#include "core/device/nccl_comm.h"
 #endif
 
 namespace weft::gpu {

@@ -1,4 +1,4 @@
-#include "transports/nccl/cuda_util.h"
+#include "transports/cuda/cuda_util.h"
 
 #include <cuda.h>
 

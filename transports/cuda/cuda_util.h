@@ -1,8 +1,8 @@
-// The CUDA runtime as transports/nccl uses it: errors as weft::Error, the device count of a
+// The CUDA runtime as core/device uses it: errors as weft::Error, the device count of a
 // machine that may have no GPU or driver, a scoped current device, pointer classification, and
 // pools of events and pinned host buffers.
 //
-// libweft.so links the CUDA runtime statically (see transports/nccl/nccl.cmake): without a
+// libweft.so links the CUDA runtime statically (see core/device/device.cmake): without a
 // driver every runtime call fails cleanly, and device_count() is then 0.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Private to transports/nccl: the two ways a device collective runs. device_collectives.cpp
+// Private to core/device: the two ways a device collective runs. device_collectives.cpp
 // picks one per call: NCCL when the communicator has it, else staging through pinned host
 // memory and the host algorithms. Signatures mirror device_api.h.
 #pragma once
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/common/dtype.h"
-#include "transports/nccl/launch.h"
+#include "core/device/launch.h"
 
 namespace weft::gpu {
 

@@ -1,4 +1,4 @@
-#include "transports/nccl/driver_probe.h"
+#include "core/device/driver_probe.h"
 
 #include <dlfcn.h>
 #include <link.h>

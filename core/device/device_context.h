@@ -14,7 +14,7 @@
 
 #include "core/comm/comm.h"
 #include "core/comm/device_state.h"
-#include "transports/nccl/cuda_util.h"
+#include "transports/cuda/cuda_util.h"
 
 namespace weft::gpu {
 

@@ -1,10 +1,10 @@
-#include "transports/nccl/watchdog.h"
+#include "core/device/watchdog.h"
 
 #include "core/comm/deadline.h"
-#include "transports/nccl/backoff.h"
-#include "transports/nccl/cuda_util.h"
+#include "core/common/backoff.h"
+#include "transports/cuda/cuda_util.h"
 #if WEFT_HAVE_NCCL
-#include "transports/nccl/nccl_comm.h"
+#include "core/device/nccl_comm.h"
 #endif
 
 namespace weft::gpu {
