@@ -32,7 +32,6 @@ void launch(weft_comm* h, weft_request_t* request, const char* operation, Work&&
   launch_async(h, request, operation, std::function<void()>(std::forward<Work>(work)));
 }
 
-
 // True when the call's buffers are device memory (gpu::route's rule, which also rejects mixed
 // memory, managed memory, the wrong GPU, and a stream with host memory).
 bool on_device(weft_comm* h, void* stream, std::initializer_list<gpu::BufferRef> buffers);
