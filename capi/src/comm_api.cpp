@@ -189,6 +189,10 @@ WEFT_API weft_status_t weft_comm_destroy(weft_comm_t comm) {
   if (!comm) return WEFT_OK;
   return guarded(__func__, [&] {
     weft_comm* h = lookup_comm(comm, "comm");
+    if (h->owned_by_mesh) {
+      fail(Status::invalid_argument,
+           "comm belongs to a mesh (from weft_mesh_comm); weft_mesh_destroy frees it, not weft_comm_destroy");
+    }
     // Queued collectives finish (each within its deadline) before the handle goes away;
     // requests still held by the user keep the communicator's state alive.
     h->comm->executor().shutdown();

@@ -1,35 +1,10 @@
 #include "capi/src/handles.h"
 
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_set>
-
+#include "capi/src/registry.h"
 #include "core/common/status.h"
 
 namespace weft::capi {
 namespace {
-
-template <typename T>
-class Registry {
- public:
-  void add(T* p) {
-    std::unique_lock<std::shared_mutex> lock(mutex_);
-    live_.insert(p);
-  }
-  bool contains(const T* p) const {
-    std::shared_lock<std::shared_mutex> lock(mutex_);
-    return live_.count(const_cast<T*>(p)) != 0;
-  }
-  // True if p was live (and is now removed).
-  bool remove(T* p) {
-    std::unique_lock<std::shared_mutex> lock(mutex_);
-    return live_.erase(p) != 0;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::unordered_set<T*> live_;
-};
 
 // Leaked on purpose: handles may be destroyed from static destructors of user programs.
 Registry<weft_comm>& comms() {

@@ -16,6 +16,9 @@
 struct weft_comm {
   uint64_t magic;
   std::shared_ptr<weft::Comm> comm;
+  // Set for a mesh's communicators (weft_mesh_comm): the mesh owns them, so
+  // weft_comm_destroy refuses them and weft_mesh_destroy frees them.
+  bool owned_by_mesh = false;
 };
 
 struct weft_request {

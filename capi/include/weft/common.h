@@ -86,6 +86,38 @@ typedef enum weft_op {
 /* Size in bytes of one element of dtype (0 and WEFT_ERR_INVALID_ARGUMENT for a bad dtype). */
 weft_status_t weft_dtype_size(weft_dtype_t dtype, size_t *size);
 
+/* ------------------------------------------------------------------ tensor views */
+
+#define WEFT_TENSOR_MAX_DIMS 8
+
+/* Where a tensor's memory lives. The numbers are DLPack's DLDeviceType codes. */
+typedef enum weft_device_type {
+  WEFT_DEVICE_CPU = 1,      /* kDLCPU: host memory */
+  WEFT_DEVICE_CUDA = 2,     /* kDLCUDA: CUDA device memory of GPU device_id */
+  WEFT_DEVICE_CUDA_HOST = 3 /* kDLCUDAHost: pinned host memory (treated as host memory) */
+} weft_device_type_t;
+
+/*
+ * A view of caller-owned memory, mapping field for field onto DLPack's DLTensor:
+ *   data <- DLTensor.data, device_type/device_id <- DLTensor.device, ndim <- ndim,
+ *   dtype <- DLTensor.dtype (a weft_dtype_t for the (code, bits, lanes=1) triple),
+ *   shape <- shape, strides <- strides, byte_offset <- byte_offset.
+ * Element i0..i(n-1) lives at (char *)data + byte_offset + sum(i_k * strides[k]) * element size.
+ * Strides are in elements (as DLPack's) and may be any non-negative values; strides NULL means
+ * contiguous row-major. ndim is 0..WEFT_TENSOR_MAX_DIMS (0 = a scalar of one element). weft reads
+ * the view during the call that takes it (a handle that keeps a view copies shape and strides).
+ */
+typedef struct weft_tensor {
+  void *data;
+  weft_device_type_t device_type;
+  int device_id;
+  int ndim;
+  weft_dtype_t dtype;
+  const int64_t *shape;
+  const int64_t *strides;
+  uint64_t byte_offset;
+} weft_tensor_t;
+
 #ifdef __cplusplus
 }
 #endif

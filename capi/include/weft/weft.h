@@ -21,5 +21,6 @@
  * read on its own, and each includes what it needs. */
 #include "common.h" /* version, status, dtypes, reduction ops */
 #include "comm.h"   /* communicators, requests, collectives, point-to-point */
+#include "mesh.h"   /* meshes, layouts, sharded tensors, redistribution, checkpoints */
 
 #endif /* WEFT_WEFT_H */

@@ -1,0 +1,58 @@
+// The structs behind weft_mesh_t and weft_sharded_t, their registries, and the conversion of a
+// weft_tensor_t view into core's strided view.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/src/handles.h"
+#include "core/mesh/mesh.h"
+#include "core/sharding/sharded.h"
+#include "weft/weft.h"
+
+struct weft_mesh {
+  uint64_t magic;
+  std::shared_ptr<weft::mesh::Mesh> mesh;
+  // Borrowed handles of the mesh's communicators (by dim mask) and of its parent, made once so
+  // weft_mesh_comm hands out the same handle every time.
+  std::array<weft_comm_t, 1u << weft::shard::kMaxMeshDims> groups{};
+  weft_comm_t parent = nullptr;
+};
+
+struct weft_sharded {
+  uint64_t magic;
+  std::shared_ptr<weft::shard::Sharded> tensor;
+  // What weft_sharded_local hands back: the caller's view with shape and strides kept here.
+  weft_tensor_t view{};
+  std::array<int64_t, WEFT_TENSOR_MAX_DIMS> shape{};
+  std::array<int64_t, WEFT_TENSOR_MAX_DIMS> strides{};
+  bool has_strides = false;
+};
+
+namespace weft::capi {
+
+constexpr uint64_t kMeshMagic = 0x6873654d74666577ull;     // "weftMesh"
+constexpr uint64_t kShardedMagic = 0x6472685374666577ull;  // "weftShrd"
+
+weft_mesh_t register_mesh(std::unique_ptr<weft_mesh> m);
+weft_mesh* lookup_mesh(weft_mesh_t h, const char* arg);
+void unregister_mesh(weft_mesh_t h);
+
+weft_sharded_t register_sharded(std::unique_ptr<weft_sharded> s);
+weft_sharded* lookup_sharded(weft_sharded_t h, const char* arg);
+void unregister_sharded(weft_sharded_t h);
+
+// Placements from C (range-checked enums, PARTIAL ops) for a mesh of `ndims` dims.
+shard::Layout read_layout(const weft_placement_t* placements, int ndims, int tensor_ndim);
+// A global shape from C: ndim in 0..WEFT_TENSOR_MAX_DIMS, every extent >= 0.
+shard::Shape read_shape(int ndim, const int64_t* shape, const char* arg);
+
+// Checks `local` (arg names it) against the expected dtype and local shape and copies it into
+// `out` and the handle's shape/stride storage; sets on_device for CUDA memory.
+void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& box, const char* arg,
+                     weft_sharded& out);
+
+}  // namespace weft::capi

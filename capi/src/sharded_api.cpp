@@ -1,0 +1,182 @@
+// Sharded tensors and redistribution (weft/mesh.h): argument checks, then core/sharding.
+#include <algorithm>
+#include <string>
+
+#include "capi/src/handles.h"
+#include "capi/src/launch.h"
+#include "capi/src/mesh_handles.h"
+#include "capi/src/shim.h"
+#include "capi/src/validate.h"
+#include "core/sharding/plan.h"
+#include "core/sharding/redistribute.h"
+
+using namespace weft;
+using namespace weft::capi;
+
+namespace {
+
+std::string shape_text(const shard::Shape& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// The bytes a view spans, [lo, hi), for the overlap check (empty when it holds no element).
+std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v) {
+  if (v.numel() == 0 || !v.base) return {0, 0};
+  int64_t last = 0;
+  for (int k = 0; k < v.ndim; ++k) last += (v.shape[k] - 1) * v.strides[k];
+  const auto lo = reinterpret_cast<uintptr_t>(v.base);
+  return {lo, lo + static_cast<uintptr_t>(last + 1) * v.elem};
+}
+
+// The two sides of a redistribution, checked: one tensor, meshes of one parent, host memory.
+void check_pair(const shard::Sharded& s, const shard::Sharded& d) {
+  if (s.global != d.global) {
+    fail(Status::invalid_argument, "src ('%s') has global shape %s but dst ('%s') has %s; they must describe one tensor",
+         s.name.c_str(), shape_text(s.global).c_str(), d.name.c_str(), shape_text(d.global).c_str());
+  }
+  if (s.dtype != d.dtype) {
+    fail(Status::invalid_argument, "src ('%s') is %s but dst ('%s') is %s", s.name.c_str(), dtype_name(s.dtype),
+         d.name.c_str(), dtype_name(d.dtype));
+  }
+  if (s.mesh != d.mesh && s.mesh->parent() != d.mesh->parent()) {
+    fail(Status::invalid_argument,
+         "src's and dst's meshes were made from different parent communicators; a redistribution between two meshes "
+         "needs both made from one communicator");
+  }
+  if (s.on_device || d.on_device) {
+    fail(Status::unsupported, "%s's local piece is CUDA device memory; this version redistributes host memory only "
+         "(stage it through host memory)", s.on_device ? "src" : "dst");
+  }
+  const auto a = span_of(s.local);
+  const auto b = span_of(d.local);
+  if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second) {
+    fail(Status::invalid_argument, "src's and dst's local memory overlap; redistribution writes dst while reading src");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API weft_status_t weft_sharded_create(weft_mesh_t mesh, int ndim, const int64_t* global_shape, weft_dtype_t dtype,
+                                           const weft_placement_t* placements, const weft_tensor_t* local,
+                                           const weft_sharded_config_t* config, weft_sharded_t* tensor) {
+  return guarded(__func__, [&] {
+    check_out(tensor, "tensor");
+    *tensor = nullptr;
+    weft_mesh* m = lookup_mesh(mesh, "mesh");
+    if (config && (config->struct_size < sizeof(size_t) || config->struct_size > sizeof(weft_sharded_config_t))) {
+      fail(Status::invalid_argument, "config->struct_size is %zu; initialise it with WEFT_SHARDED_CONFIG_INIT",
+           config->struct_size);
+    }
+    auto h = std::make_unique<weft_sharded>();
+    h->tensor = std::make_shared<shard::Sharded>();
+    shard::Sharded& t = *h->tensor;
+    t.mesh = m->mesh;
+    t.global = read_shape(ndim, global_shape, "global_shape");
+    t.dtype = check_dtype(dtype);
+    t.layout = read_layout(placements, m->mesh->ndims(), ndim);
+    if (config && config->struct_size >= offsetof(weft_sharded_config_t, name) + sizeof(char*) && config->name) {
+      t.name = config->name;
+    }
+    if (m->mesh->member()) {
+      read_local_view(local, t.dtype, t.box_of(-1), "local", *h);
+    } else if (local) {
+      fail(Status::invalid_argument, "local is not NULL but this rank is not a member of the mesh; a descriptor "
+           "tensor has no local piece");
+    }
+    *tensor = register_sharded(std::move(h));
+  });
+}
+
+WEFT_API weft_status_t weft_sharded_destroy(weft_sharded_t tensor) {
+  if (!tensor) return WEFT_OK;
+  return guarded(__func__, [&] {
+    lookup_sharded(tensor, "tensor");
+    unregister_sharded(tensor);
+  });
+}
+
+WEFT_API weft_status_t weft_sharded_local(weft_sharded_t tensor, weft_tensor_t* local) {
+  return guarded(__func__, [&] {
+    weft_sharded* h = lookup_sharded(tensor, "tensor");
+    check_out(local, "local");
+    *local = h->view;
+  });
+}
+
+WEFT_API weft_status_t weft_sharded_set_local(weft_sharded_t tensor, const weft_tensor_t* local) {
+  return guarded(__func__, [&] {
+    weft_sharded* h = lookup_sharded(tensor, "tensor");
+    if (!h->tensor->mesh->member()) {
+      fail(Status::invalid_argument, "tensor is a descriptor (this rank is not a member of its mesh): no local piece");
+    }
+    // A copy, so a redistribution already queued keeps the view it was issued with.
+    auto t = std::make_shared<shard::Sharded>(*h->tensor);
+    weft_sharded next = *h;
+    next.tensor = t;
+    read_local_view(local, t->dtype, t->box_of(-1), "local", next);
+    next.view.shape = h->shape.data();
+    h->tensor = t;
+    h->view = next.view;
+    h->shape = next.shape;
+    h->strides = next.strides;
+    h->has_strides = next.has_strides;
+    h->view.shape = h->shape.data();
+    h->view.strides = h->has_strides ? h->strides.data() : nullptr;
+  });
+}
+
+WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst, void* stream,
+                                         weft_request_t* request) {
+  return guarded(__func__, [&] {
+    if (request) *request = nullptr;
+    weft_sharded* s = lookup_sharded(src, "src");
+    weft_sharded* d = lookup_sharded(dst, "dst");
+    check_pair(*s->tensor, *d->tensor);
+    if (stream) fail(Status::unsupported, "stream is not NULL; host-memory redistribution takes no stream");
+    const shard::Sharded a = *s->tensor;  // copies: later set_local calls do not reach queued work
+    const shard::Sharded b = *d->tensor;
+    if (!a.mesh->member() && !b.mesh->member()) return;  // not involved
+    // Where the work runs: the mesh's own communicator, or between meshes the parent's.
+    std::shared_ptr<Comm> anchor = a.mesh == b.mesh ? a.mesh->whole() : a.mesh->parent();
+    weft_comm proxy{kCommMagic, anchor, true};
+    shard::Plan plan = shard::make_plan(a, b);
+    launch(&proxy, request, "redistribute",
+           [a, b, plan = std::move(plan)] { shard::redistribute(a, b, plan); });
+  });
+}
+
+WEFT_API weft_status_t weft_redistribute_plan(weft_sharded_t src, weft_sharded_t dst, weft_redistribute_step_t* steps,
+                                              size_t capacity, size_t* nsteps) {
+  return guarded(__func__, [&] {
+    weft_sharded* s = lookup_sharded(src, "src");
+    weft_sharded* d = lookup_sharded(dst, "dst");
+    check_out(nsteps, "nsteps");
+    check_pair(*s->tensor, *d->tensor);
+    const shard::Plan plan = shard::make_plan(*s->tensor, *d->tensor);
+    *nsteps = plan.steps.size();
+    if (!steps) return;
+    auto to_c = [](const shard::Placement& p) {
+      weft_placement_t c{};
+      c.kind = static_cast<weft_placement_kind_t>(p.kind);
+      c.dim = p.is_shard() ? p.dim : 0;
+      c.op = static_cast<weft_op_t>(p.is_partial() ? p.op : ReduceOp::sum);
+      return c;
+    };
+    for (size_t i = 0; i < std::min(capacity, plan.steps.size()); ++i) {
+      const shard::Step& st = plan.steps[i];
+      weft_redistribute_step_t& o = steps[i];
+      o.kind = static_cast<weft_redistribute_kind_t>(st.kind);
+      o.mesh_dim = st.mesh_dim;
+      o.from = to_c(st.from);
+      o.to = to_c(st.to);
+      o.bytes_sent = st.bytes_sent;
+      o.max_bytes_sent = st.max_bytes_sent;
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,36 @@
+// Copies between strided n-d views of host memory: packing a box of a tensor into a contiguous
+// buffer, unpacking it, and copying between two tensors' boxes (weft/mesh.h accepts any
+// non-contiguous local view wherever a tensor is read or written).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::kernels {
+
+constexpr int kMaxViewDims = 8;
+
+// Element (i0..in-1) is at base + sum(i_k * strides[k]) * elem bytes. Strides are in elements.
+struct StridedView {
+  char* base = nullptr;
+  size_t elem = 1;
+  int ndim = 0;
+  int64_t shape[kMaxViewDims] = {};
+  int64_t strides[kMaxViewDims] = {};
+
+  int64_t numel() const;
+  // A contiguous row-major view of `shape` at base.
+  static StridedView contiguous(void* base, size_t elem, int ndim, const int64_t* shape);
+  // The part starting at index `offset` with extent `extent` (both ndim values).
+  StridedView sub(const int64_t* offset, const int64_t* extent) const;
+};
+
+// dst[i] = src[i] for every index of the common shape (dst and src have equal ndim and shape and
+// do not overlap). Dims of extent 1 are dropped and dims that are contiguous in both views are
+// merged, so a copy whose innermost run is contiguous is a loop of memcpy calls.
+void strided_copy(const StridedView& dst, const StridedView& src);
+
+// True when the view's elements are one contiguous row-major run.
+bool is_contiguous(const StridedView& v);
+
+}  // namespace weft::kernels
