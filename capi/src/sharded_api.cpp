@@ -8,6 +8,7 @@
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
 #include "core/sharding/plan.h"
+#include "core/sharding/host_backend.h"
 #include "core/sharding/redistribute.h"
 
 using namespace weft;
@@ -145,7 +146,10 @@ WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst,
     weft_comm proxy{kCommMagic, anchor, true};
     shard::Plan plan = shard::make_plan(a, b);
     launch(&proxy, request, "redistribute",
-           [a, b, plan = std::move(plan)] { shard::redistribute(a, b, plan); });
+           [a, b, plan = std::move(plan)] {
+             shard::HostBackend host;
+             shard::redistribute(a, b, plan, host);
+           });
   });
 }
 

@@ -1,29 +1,17 @@
 #include "core/sharding/redistribute.h"
 
-#include <cstring>
-#include <memory>
 #include <vector>
 
-#include "core/collectives/collectives.h"
-#include "core/comm/user_p2p.h"
 #include "core/sharding/exchange.h"
+#include "core/sharding/host_backend.h"
 
 namespace weft::shard {
 namespace {
 
 using kernels::StridedView;
 
-// A piece of data on this rank: a view, and the storage behind it when weft owns it.
-struct Piece {
-  StridedView view;
-  std::vector<char> storage;
-};
-
-std::unique_ptr<Piece> temp_piece(const Box& box, size_t elem) {
-  auto p = std::make_unique<Piece>();
-  p->storage.resize(static_cast<size_t>(box.numel()) * elem);
-  p->view = StridedView::contiguous(p->storage.data(), elem, static_cast<int>(box.shape.size()), box.shape.data());
-  return p;
+StridedView contiguous_at(void* base, size_t elem, const Box& box) {
+  return StridedView::contiguous(base, elem, static_cast<int>(box.shape.size()), box.shape.data());
 }
 
 // The part `part` of a view that holds `whole`.
@@ -31,10 +19,6 @@ StridedView box_view(const StridedView& v, const Box& whole, const Box& part) {
   int64_t rel[kernels::kMaxViewDims] = {};
   for (size_t d = 0; d < whole.shape.size(); ++d) rel[d] = part.offset[d] - whole.offset[d];
   return v.sub(rel, part.shape.data());
-}
-
-StridedView contiguous_at(void* base, size_t elem, const Box& box) {
-  return StridedView::contiguous(base, elem, static_cast<int>(box.shape.size()), box.shape.data());
 }
 
 // The pieces of `whole` split along tensor dim d are consecutive row-major slabs of it when
@@ -45,31 +29,6 @@ bool slabs(const Box& whole, int d) {
     if (whole.shape[static_cast<size_t>(k)] != 1) return false;
   }
   return true;
-}
-
-// A contiguous buffer holding the pieces of `whole` (in `v`) split along d over k, in order:
-// v itself when it already is one, else a packed copy in `scratch`.
-const char* packed_pieces(const StridedView& v, const Box& whole, int d, int k, size_t elem,
-                          std::vector<char>& scratch) {
-  if (kernels::is_contiguous(v) && slabs(whole, d)) return v.base;
-  scratch.resize(static_cast<size_t>(whole.numel()) * elem);
-  size_t at = 0;
-  for (int j = 0; j < k; ++j) {
-    const Box piece = split_box(whole, d, k, j);
-    kernels::strided_copy(contiguous_at(scratch.data() + at, elem, piece), box_view(v, whole, piece));
-    at += static_cast<size_t>(piece.numel()) * elem;
-  }
-  return scratch.data();
-}
-
-// Writes a buffer of pieces (as packed_pieces made them) into `out`, which holds `whole`.
-void unpack_pieces(const char* buf, const StridedView& out, const Box& whole, int d, int k, size_t elem) {
-  size_t at = 0;
-  for (int j = 0; j < k; ++j) {
-    const Box piece = split_box(whole, d, k, j);
-    kernels::strided_copy(box_view(out, whole, piece), contiguous_at(const_cast<char*>(buf) + at, elem, piece));
-    at += static_cast<size_t>(piece.numel()) * elem;
-  }
 }
 
 void counts_of(const Box& whole, int d, int k, std::vector<size_t>& counts, std::vector<size_t>& displs) {
@@ -83,70 +42,90 @@ void counts_of(const Box& whole, int d, int k, std::vector<size_t>& counts, std:
   }
 }
 
-// One step's context: the mesh dim's group and this rank's boxes before and after.
+// One single-dim step being run: the mesh dim's group and this rank's boxes before and after.
 struct StepRun {
-  const Sharded& t;  // for dtype, global shape and mesh
+  Backend& b;
+  const Sharded& t;
   const Step& s;
-  Comm& group;
+  const std::shared_ptr<Comm>& group;
   int k;
   int c;
   Box before;
   Box after;
   size_t elem;
+
+  // A contiguous buffer holding the pieces of `whole` (in view v) split along d, in order: v
+  // itself when it already is one, else a packed copy.
+  const char* packed(const StridedView& v, const Box& whole, int d, int parts) const {
+    if (kernels::is_contiguous(v) && slabs(whole, d)) return v.base;
+    char* buf = b.temp(static_cast<size_t>(whole.numel()) * elem);
+    size_t at = 0;
+    for (int j = 0; j < parts; ++j) {
+      const Box piece = split_box(whole, d, parts, j);
+      b.copy(contiguous_at(buf + at, elem, piece), box_view(v, whole, piece));
+      at += static_cast<size_t>(piece.numel()) * elem;
+    }
+    return buf;
+  }
+  // Writes a buffer of pieces (as packed() lays them out) into `out`, which holds `whole`.
+  void unpack(const char* buf, const StridedView& out, const Box& whole, int d, int parts) const {
+    size_t at = 0;
+    for (int j = 0; j < parts; ++j) {
+      const Box piece = split_box(whole, d, parts, j);
+      b.copy(box_view(out, whole, piece), contiguous_at(const_cast<char*>(buf) + at, elem, piece));
+      at += static_cast<size_t>(piece.numel()) * elem;
+    }
+  }
+  // Where a collective writes a result for `out` (holding box): out itself when contiguous.
+  char* landing(const StridedView& out, const Box& box, bool direct) const {
+    return direct ? out.base : b.temp(static_cast<size_t>(box.numel()) * elem);
+  }
 };
 
 void run_allgather(const StepRun& r, const StridedView& in, const StridedView& out) {
   const int d = r.s.from.dim;
   std::vector<size_t> counts, displs;
   counts_of(r.after, d, r.k, counts, displs);
-  std::vector<char> send_scratch;
-  const char* send = packed_pieces(in, r.before, d, 1, r.elem, send_scratch);
+  const char* send = r.packed(in, r.before, d, 1);
   const bool direct = kernels::is_contiguous(out) && slabs(r.after, d);
-  std::vector<char> recv_scratch;
-  if (!direct) recv_scratch.resize(static_cast<size_t>(r.after.numel()) * r.elem);
-  char* recv = direct ? out.base : recv_scratch.data();
-  coll::allgatherv(r.group, send, counts[static_cast<size_t>(r.c)], recv, counts, displs, r.t.dtype);
-  if (!direct) unpack_pieces(recv, out, r.after, d, r.k, r.elem);
+  char* recv = r.landing(out, r.after, direct);
+  r.b.allgatherv(r.group, send, counts[static_cast<size_t>(r.c)], recv, counts, displs, r.t.dtype);
+  if (!direct) r.unpack(recv, out, r.after, d, r.k);
 }
 
 void run_allreduce(const StepRun& r, const StridedView& in, const StridedView& out) {
   const size_t n = static_cast<size_t>(r.before.numel());
-  std::vector<char> scratch;
-  const bool out_direct = kernels::is_contiguous(out);
-  if (!out_direct) scratch.resize(n * r.elem);
-  char* recv = out_direct ? out.base : scratch.data();
+  const bool direct = kernels::is_contiguous(out);
+  char* recv = r.landing(out, r.before, direct);
   if (kernels::is_contiguous(in)) {
-    coll::allreduce(r.group, in.base, recv, n, r.t.dtype, r.s.from.op);
+    r.b.allreduce(r.group, in.base, recv, n, r.t.dtype, r.s.from.op);
   } else {
-    kernels::strided_copy(contiguous_at(recv, r.elem, r.before), in);
-    coll::allreduce(r.group, recv, recv, n, r.t.dtype, r.s.from.op);
+    r.b.copy(contiguous_at(recv, r.elem, r.before), in);
+    r.b.allreduce(r.group, recv, recv, n, r.t.dtype, r.s.from.op);
   }
-  if (!out_direct) kernels::strided_copy(out, contiguous_at(recv, r.elem, r.before));
+  if (!direct) r.b.copy(out, contiguous_at(recv, r.elem, r.before));
 }
 
 void run_reduce_scatter(const StepRun& r, const StridedView& in, const StridedView& out) {
   const int d = r.s.to.dim;
   std::vector<size_t> counts, displs;
   counts_of(r.before, d, r.k, counts, displs);
-  std::vector<char> send_scratch;
-  const char* send = packed_pieces(in, r.before, d, r.k, r.elem, send_scratch);
-  const bool out_direct = kernels::is_contiguous(out);
-  std::vector<char> recv_scratch;
-  if (!out_direct) recv_scratch.resize(static_cast<size_t>(r.after.numel()) * r.elem);
-  char* recv = out_direct ? out.base : recv_scratch.data();
+  const char* send = r.packed(in, r.before, d, r.k);
+  const bool direct = kernels::is_contiguous(out);
+  char* recv = r.landing(out, r.after, direct);
   bool even = true;
   for (size_t x : counts) even = even && x == counts[0];
   if (even) {
-    coll::reduce_scatter(r.group, send, recv, counts[0], r.t.dtype, r.s.from.op);
+    r.b.reduce_scatter(r.group, send, recv, counts[0], r.t.dtype, r.s.from.op);
   } else {
     // Uneven parts: one reduce per part, rooted at its owner, so no rank sends padding.
     for (int j = 0; j < r.k; ++j) {
       const auto ju = static_cast<size_t>(j);
-      coll::reduce(r.group, send + displs[ju] * r.elem, j == r.c ? recv : nullptr, counts[ju], r.t.dtype,
-                   r.s.from.op, j);
+      r.b.reduce(r.group, send + displs[ju] * r.elem, j == r.c ? recv : nullptr, counts[ju], r.t.dtype, r.s.from.op,
+                 j);
     }
   }
-  if (!out_direct) kernels::strided_copy(out, contiguous_at(recv, r.elem, r.after));
+  if (!direct) r.b.copy(out, contiguous_at(recv, r.elem, r.after));
 }
 
 void run_alltoall(const StepRun& r, const StridedView& in, const StridedView& out) {
@@ -155,40 +134,31 @@ void run_alltoall(const StepRun& r, const StridedView& in, const StridedView& ou
   std::vector<size_t> sc, sd, rc, rd;
   counts_of(r.before, b, r.k, sc, sd);
   counts_of(r.after, a, r.k, rc, rd);
-  std::vector<char> send_scratch;
-  const char* send = packed_pieces(in, r.before, b, r.k, r.elem, send_scratch);
+  const char* send = r.packed(in, r.before, b, r.k);
   const bool direct = kernels::is_contiguous(out) && slabs(r.after, a);
-  std::vector<char> recv_scratch;
-  if (!direct) recv_scratch.resize(static_cast<size_t>(r.after.numel()) * r.elem);
-  char* recv = direct ? out.base : recv_scratch.data();
-  coll::alltoallv(r.group, send, sc, sd, recv, rc, rd, r.t.dtype);
-  if (!direct) unpack_pieces(recv, out, r.after, a, r.k, r.elem);
+  char* recv = r.landing(out, r.after, direct);
+  r.b.alltoallv(r.group, send, sc, sd, recv, rc, rd, r.t.dtype);
+  if (!direct) r.unpack(recv, out, r.after, a, r.k);
 }
 
 // R -> S (a slice) and R -> P (the value, or zeros off coordinate 0 for SUM).
 void run_local(const StepRun& r, const StridedView& in, const StridedView& out) {
-  if (r.s.to.is_partial() && r.s.to.op == ReduceOp::sum && r.c != 0) {
-    static const uint64_t zero = 0;  // every dtype's zero is all-zero bits
-    StridedView z = out;
-    z.base = reinterpret_cast<char*>(const_cast<uint64_t*>(&zero));
-    for (int k = 0; k < z.ndim; ++k) z.strides[k] = 0;
-    kernels::strided_copy(out, z);
-    return;
-  }
-  kernels::strided_copy(out, box_view(in, r.before, r.after));
+  if (r.s.to.is_partial() && r.s.to.op == ReduceOp::sum && r.c != 0) return r.b.zero(out);
+  r.b.copy(out, box_view(in, r.before, r.after));
 }
 
-void run_single(const Sharded& t, const Step& s, const StridedView& in, const StridedView& out) {
+void run_single(Backend& b, const Sharded& t, const Step& s, const StridedView& in, const StridedView& out) {
   const mesh::Mesh& mesh = *t.mesh;
   const auto m = static_cast<size_t>(s.mesh_dim);
-  StepRun r{t,
-            s,
-            *mesh.group(1u << m),
-            mesh.shape()[m],
-            mesh.coords()[m],
-            mesh.box_of(mesh.position(), t.global, s.before),
-            mesh.box_of(mesh.position(), t.global, s.after),
-            dtype_size(t.dtype)};
+  const StepRun r{b,
+                  t,
+                  s,
+                  mesh.group(1u << m),
+                  mesh.shape()[m],
+                  mesh.coords()[m],
+                  mesh.box_of(mesh.position(), t.global, s.before),
+                  mesh.box_of(mesh.position(), t.global, s.after),
+                  dtype_size(t.dtype)};
   switch (s.kind) {
     case StepKind::allgather: return run_allgather(r, in, out);
     case StepKind::allreduce: return run_allreduce(r, in, out);
@@ -200,13 +170,14 @@ void run_single(const Sharded& t, const Step& s, const StridedView& in, const St
   fail(Status::internal, "redistribute: step %s is not a single-dim step", step_name(s.kind));
 }
 
-// Exchange: post every send and receive of this rank at once, copy self-transfers directly.
-void run_exchange(const Sharded& src, const Sharded& dst, const Step& s, const StridedView* in,
+// Exchange: every send and receive of this rank posted at once; transfers within this process
+// are copies. `in` is NULL off the source mesh, `out` off the destination mesh.
+void run_exchange(Backend& b, const Sharded& src, const Sharded& dst, const Step& s, const StridedView* in,
                   const StridedView* out) {
   const mesh::Mesh& A = *src.mesh;
   const mesh::Mesh& B = *dst.mesh;
   const bool same = &A == &B;
-  Comm& comm = same ? *A.whole() : *A.parent();
+  const std::shared_ptr<Comm>& comm = same ? A.whole() : A.parent();
   auto rank_in_a = [&](int p) { return same ? p : A.parent_rank(p); };
   auto rank_in_b = [&](int q) { return same ? q : B.parent_rank(q); };
   const size_t elem = dtype_size(src.dtype);
@@ -215,92 +186,66 @@ void run_exchange(const Sharded& src, const Sharded& dst, const Step& s, const S
   const Box mine_before = me_a >= 0 ? A.box_of(me_a, src.global, s.before) : Box{};
   const Box mine_after = me_b >= 0 ? B.box_of(me_b, dst.global, s.after) : Box{};
 
+  std::vector<Backend::Message> messages;
+  std::vector<std::pair<const Transfer*, char*>> receives;
   const std::vector<Transfer> routes = route_exchange(src, s.before, dst, s.after);
-  // One buffer per message; an operation points at its buffer's heap block, which growing the
-  // outer vector moves along without changing.
-  std::vector<std::vector<char>> buffers;
-  std::vector<std::pair<const Transfer*, size_t>> receives;  // (route, buffer index)
-  OwnedOps ops;
-  try {
-    for (const Transfer& t : routes) {
-      const bool i_send = t.src_pos == me_a;
-      const bool i_recv = t.dst_pos == me_b;
-      if (!i_send && !i_recv) continue;
-      if (i_send && i_recv) {  // both ends in this process: a copy
-        kernels::strided_copy(box_view(*out, mine_after, t.box), box_view(*in, mine_before, t.box));
-        continue;
-      }
-      const size_t bytes = static_cast<size_t>(t.box.numel()) * elem;
-      buffers.emplace_back(bytes);
-      char* buf = buffers.back().data();
-      auto op = std::make_unique<transport::Op>();
-      if (i_send) {
-        kernels::strided_copy(contiguous_at(buf, elem, t.box), box_view(*in, mine_before, t.box));
-        post_user_p2p(comm, *op, true, rank_in_b(t.dst_pos), buf, bytes);
-      } else {
-        post_user_p2p(comm, *op, false, rank_in_a(t.src_pos), buf, bytes);
-        receives.emplace_back(&t, buffers.size() - 1);
-      }
-      ops.push_back(std::move(op));
+  for (const Transfer& t : routes) {
+    const bool i_send = t.src_pos == me_a;
+    const bool i_recv = t.dst_pos == me_b;
+    if (!i_send && !i_recv) continue;
+    if (i_send && i_recv) {  // both ends in this process
+      b.copy(box_view(*out, mine_after, t.box), box_view(*in, mine_before, t.box));
+      continue;
     }
-    wait_owned(comm, ops, "redistribute");
-  } catch (...) {
-    bury_unfinished(comm, ops);
-    throw;
+    const size_t bytes = static_cast<size_t>(t.box.numel()) * elem;
+    char* buf = b.temp(bytes);
+    if (i_send) {
+      b.copy(contiguous_at(buf, elem, t.box), box_view(*in, mine_before, t.box));
+      messages.push_back({true, buf, bytes, rank_in_b(t.dst_pos)});
+    } else {
+      messages.push_back({false, buf, bytes, rank_in_a(t.src_pos)});
+      receives.emplace_back(&t, buf);
+    }
   }
-  for (const auto& [t, bi] : receives) {
-    kernels::strided_copy(box_view(*out, mine_after, t->box), contiguous_at(buffers[bi].data(), elem, t->box));
-  }
+  b.exchange(comm, messages);
+  for (const auto& [t, buf] : receives) b.copy(box_view(*out, mine_after, t->box), contiguous_at(buf, elem, t->box));
 }
 
 }  // namespace
 
-void redistribute(const Sharded& src, const Sharded& dst, const Plan& plan) {
+void redistribute(const Sharded& src, const Sharded& dst, const Plan& plan, Backend& backend) {
   const size_t elem = dtype_size(src.dtype);
   const bool a_member = src.mesh->member();
   const bool b_member = dst.mesh->member();
-  // The data as it moves: src's view first, then weft's buffers, the last step writing dst's.
-  std::unique_ptr<Piece> held;
-  StridedView cur = src.local;
   if (plan.steps.empty()) {
-    if (b_member) kernels::strided_copy(dst.local, src.local);
+    if (b_member) backend.copy(dst.local, src.local);
     return;
   }
+  // The data as it moves: src's view first, then backend buffers, the last step writing dst's.
+  StridedView cur = src.local;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     const bool last = i + 1 == plan.steps.size();
-    const Sharded& side = s.on_dst_mesh ? dst : src;
-    if (s.kind == StepKind::exchange) {
-      std::unique_ptr<Piece> next;
-      StridedView out{};
-      if (b_member) {
-        if (last) {
-          out = dst.local;
-        } else {
-          next = temp_piece(dst.mesh->box_of(dst.mesh->position(), dst.global, s.after), elem);
-          out = next->view;
-        }
-      }
-      run_exchange(src, dst, s, a_member ? &cur : nullptr, b_member ? &out : nullptr);
-      cur = out;
-      held = std::move(next);
-      continue;
+    const bool exchange = s.kind == StepKind::exchange;
+    const Sharded& side = exchange || s.on_dst_mesh ? dst : src;
+    if (!side.mesh->member() && !exchange) continue;
+    StridedView out{};
+    if (side.mesh->member()) {
+      const Box box = side.mesh->box_of(side.mesh->position(), side.global, s.after);
+      out = last ? dst.local : contiguous_at(backend.temp(static_cast<size_t>(box.numel()) * elem), elem, box);
     }
-    if (!side.mesh->member()) continue;
-    std::unique_ptr<Piece> next;
-    StridedView out;
-    if (last) {
-      out = dst.local;
+    if (exchange) {
+      run_exchange(backend, src, dst, s, a_member ? &cur : nullptr, b_member ? &out : nullptr);
     } else {
-      next = temp_piece(side.mesh->box_of(side.mesh->position(), side.global, s.after), elem);
-      out = next->view;
+      run_single(backend, side, s, cur, out);
     }
-    run_single(side, s, cur, out);
     cur = out;
-    held = std::move(next);
   }
 }
 
-void redistribute(const Sharded& src, const Sharded& dst) { redistribute(src, dst, make_plan(src, dst)); }
+void redistribute(const Sharded& src, const Sharded& dst) {
+  HostBackend host;
+  redistribute(src, dst, make_plan(src, dst), host);
+}
 
 }  // namespace weft::shard
