@@ -57,7 +57,7 @@ struct StepRun {
   // A contiguous buffer holding the pieces of `whole` (in view v) split along d, in order: v
   // itself when it already is one, else a packed copy.
   const char* packed(const StridedView& v, const Box& whole, int d, int parts) const {
-    if (kernels::is_contiguous(v) && slabs(whole, d)) return v.base;
+    if (kernels::is_contiguous(v) && (parts == 1 || slabs(whole, d))) return v.base;
     char* buf = b.temp(static_cast<size_t>(whole.numel()) * elem);
     size_t at = 0;
     for (int j = 0; j < parts; ++j) {
