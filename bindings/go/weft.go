@@ -148,6 +148,7 @@ func NewUniqueID() (UniqueID, error) {
 type Comm struct {
 	h                                C.weft_comm_t
 	rank, size, localRank, localSize int
+	mesh                             *Mesh // non-nil: the mesh this communicator belongs to (Mesh.Comm)
 }
 
 func wrapComm(h C.weft_comm_t) (*Comm, error) {
@@ -279,15 +280,22 @@ func (c *Comm) Abort() error {
 }
 
 // Close calls weft_comm_destroy: waits for this rank's outstanding operations, then frees the
-// communicator. Closing twice, or a nil *Comm, is a no-op.
+// communicator. Closing twice, or a nil *Comm, is a no-op. On a communicator that belongs to a
+// mesh (Mesh.Comm) it only detaches this *Comm: the mesh frees the handle.
 func (c *Comm) Close() error {
 	if c == nil || c.h == nil {
 		return nil
 	}
 	h := c.h
 	c.h = nil
+	if c.mesh != nil {
+		return nil
+	}
 	return call(func() C.weft_status_t { return C.weft_comm_destroy(h) })
 }
+
+// Borrowed reports whether the communicator belongs to a mesh (Mesh.Comm).
+func (c *Comm) Borrowed() bool { return c != nil && c.mesh != nil }
 
 func (c *Comm) open() error {
 	if c == nil || c.h == nil {

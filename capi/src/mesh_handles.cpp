@@ -142,10 +142,6 @@ void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& 
     const int64_t st = local->strides ? local->strides[k] : expect;
     if (st < 0) fail(Status::invalid_argument, "%s->strides[%d] is %lld; strides are >= 0", arg, k,
                      static_cast<long long>(st));
-    if (st == 0 && local->shape[k] > 1) {
-      fail(Status::invalid_argument, "%s->strides[%d] is 0 with extent %lld: elements would alias", arg, k,
-           static_cast<long long>(local->shape[k]));
-    }
     v.strides[k] = st;
     expect *= local->shape[k];
     numel *= local->shape[k];
@@ -162,6 +158,18 @@ void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& 
   out.has_strides = local->strides != nullptr;
   out.view.shape = out.shape.data();
   out.view.strides = out.has_strides ? out.strides.data() : nullptr;
+}
+
+void check_writable(const shard::Sharded& t, const char* arg) {
+  const kernels::StridedView& v = t.local;
+  if (v.numel() == 0) return;
+  for (int k = 0; k < v.ndim; ++k) {
+    if (v.strides[k] == 0 && v.shape[k] > 1) {
+      fail(Status::invalid_argument,
+           "%s ('%s') has stride 0 on dim %d (extent %lld): weft writes it, and its elements would share addresses",
+           arg, t.name.c_str(), k, static_cast<long long>(v.shape[k]));
+    }
+  }
 }
 
 }  // namespace weft::capi

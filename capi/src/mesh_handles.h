@@ -55,4 +55,8 @@ shard::Shape read_shape(int ndim, const int64_t* shape, const char* arg);
 void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& box, const char* arg,
                      weft_sharded& out);
 
+// A tensor weft writes into must not have two elements at one address (stride 0 on a dim of
+// extent > 1, which is fine for a tensor weft only reads: a broadcast).
+void check_writable(const shard::Sharded& t, const char* arg);
+
 }  // namespace weft::capi

@@ -26,7 +26,8 @@ using Libdl
 
 export Comm, Config, Request, WeftError,
        allreduce!, bcast!, reduce!, allgather!, allgatherv!, reduce_scatter!, alltoall!, alltoallv!,
-       gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall
+       gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall,
+       Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart
 
 include("capi.jl")
 
@@ -173,6 +174,7 @@ function _drain()
     for (kind, h, _) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
     end
+    _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
     for (kind, h, _) in items
         kind === :comm && weft_comm_destroy(h)
     end
@@ -340,6 +342,7 @@ function Base.close(c::Comm)
     h = c.handle
     h == C_NULL && return nothing
     c.handle = C_NULL
+    _is_borrowed(c) && return nothing   # a mesh's communicator (Weft.comm): the mesh frees it
     _check(weft_comm_destroy(h))
     return nothing
 end
@@ -800,5 +803,7 @@ function p2p_batch!(c::Comm, ops::AbstractVector{P2POp}; async::Bool=false)
         end
     end
 end
+
+include("mesh.jl")   # meshes, sharded tensors, redistribution, checkpoints (weft/mesh.h)
 
 end # module

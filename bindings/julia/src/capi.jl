@@ -42,6 +42,66 @@ struct UniqueIdC
     internal::NTuple{WEFT_UNIQUE_ID_BYTES,UInt8}
 end
 
+# ---- common.h: tensor views; mesh.h: meshes, layouts, sharded tensors, checkpoints.
+# Julia lays these structs out as C does (natural alignment); sizes in test/runtests.jl.
+const WEFT_TENSOR_MAX_DIMS = 8
+const WEFT_DEVICE_CPU = Cint(1)
+const WEFT_DEVICE_CUDA = Cint(2)
+const WEFT_DEVICE_CUDA_HOST = Cint(3)
+const WEFT_MESH_MAX_DIMS = 4
+const WEFT_MESH_MAX_NAME = 31
+const WEFT_REPLICATE = Cint(0)
+const WEFT_SHARD = Cint(1)
+const WEFT_PARTIAL = Cint(2)
+
+# weft_tensor_t (48 bytes): DLPack's DLTensor field for field; strides in elements.
+struct TensorC
+    data::Ptr{Cvoid}
+    device_type::Cint
+    device_id::Cint
+    ndim::Cint
+    dtype::Cint
+    shape::Ptr{Int64}
+    strides::Ptr{Int64}
+    byte_offset::UInt64
+end
+
+# weft_mesh_config_t (24 bytes).
+struct MeshConfigC
+    struct_size::Csize_t
+    ranks::Ptr{Cint}
+    nranks::Csize_t
+end
+
+# weft_placement_t (12 bytes): kind, dim (SHARD, 0-based C dim), op (PARTIAL).
+struct PlacementC
+    kind::Cint
+    dim::Cint
+    op::Cint
+end
+
+# weft_sharded_config_t (16 bytes).
+struct ShardedConfigC
+    struct_size::Csize_t
+    name::Ptr{UInt8}
+end
+
+# weft_redistribute_step_t (48 bytes).
+struct StepC
+    kind::Cint
+    mesh_dim::Cint
+    from::PlacementC
+    to::PlacementC
+    bytes_sent::UInt64
+    max_bytes_sent::UInt64
+end
+
+# weft_checkpoint_config_t (16 bytes).
+struct CheckpointConfigC
+    struct_size::Csize_t
+    fsync::Cint
+end
+
 const _FUNCTIONS = (
     :weft_status_string, :weft_last_error, :weft_version, :weft_get_unique_id, :weft_comm_init,
     :weft_comm_init_from_env, :weft_comm_split, :weft_comm_dup, :weft_comm_rank, :weft_comm_size,
@@ -49,6 +109,17 @@ const _FUNCTIONS = (
     :weft_test, :weft_request_free, :weft_allreduce, :weft_broadcast, :weft_reduce, :weft_allgather,
     :weft_allgatherv, :weft_reduce_scatter, :weft_alltoall, :weft_alltoallv, :weft_gather,
     :weft_scatter, :weft_barrier, :weft_send, :weft_recv, :weft_p2p_batch, :weft_dtype_size,
+)
+
+# The mesh.h family. A library built before mesh.h lacks them: it still loads, and calling one
+# of these throws ERR_UNSUPPORTED naming the function (_msym).
+const _MESH_FUNCTIONS = (
+    :weft_mesh_create, :weft_mesh_destroy, :weft_mesh_shape, :weft_mesh_dim_name, :weft_mesh_dim_index,
+    :weft_mesh_is_member, :weft_mesh_coords, :weft_mesh_parent_rank, :weft_mesh_comm, :weft_mesh_local_shape,
+    :weft_sharded_create, :weft_sharded_destroy, :weft_sharded_local, :weft_sharded_set_local,
+    :weft_redistribute, :weft_redistribute_plan, :weft_checkpoint_save, :weft_checkpoint_load,
+    :weft_checkpoint_open, :weft_checkpoint_close, :weft_checkpoint_count, :weft_checkpoint_tensor,
+    :weft_checkpoint_verify, :weft_checkpoint_export_safetensors,
 )
 
 const _handle = Ref{Ptr{Cvoid}}(C_NULL)
@@ -88,6 +159,10 @@ function _load()
             for f in _FUNCTIONS
                 _syms[f] = Libdl.dlsym(h, f)
             end
+            for f in _MESH_FUNCTIONS
+                p = Libdl.dlsym(h, f; throw_error=false)
+                _syms[f] = p === nothing ? C_NULL : p
+            end
             _handle[] = h
             _loaded[] = true
         end
@@ -98,6 +173,17 @@ end
 # Function pointer of a weft function (the Dict is only written once, under the lock, before
 # _loaded is set; afterwards it is only read).
 @inline _sym(f::Symbol) = (_loaded[] || _load(); _syms[f])
+
+# Function pointer of a mesh.h function, or ERR_UNSUPPORTED when the library lacks it.
+function _msym(f::Symbol)
+    p = _sym(f)
+    p == C_NULL && throw(WeftError(ERR_UNSUPPORTED, "Weft: $f: the loaded libweft ($(library_path())) " *
+                                   "does not export it; it was built before weft/mesh.h (rebuild libweft)"))
+    return p
+end
+
+"    Weft.has_function(f::Symbol) -> Bool: whether the loaded libweft exports `f`."
+has_function(f::Symbol) = _sym(f) != C_NULL
 
 weft_status_string(status) = ccall(_sym(:weft_status_string), Ptr{UInt8}, (Cint,), status)
 weft_last_error() = ccall(_sym(:weft_last_error), Ptr{UInt8}, ())
@@ -184,3 +270,71 @@ weft_p2p_batch(ops, nops, comm, stream, request) =
           ops, nops, comm, stream, request)
 
 weft_dtype_size(dtype, size) = ccall(_sym(:weft_dtype_size), Cint, (Cint, Ptr{Csize_t}), dtype, size)
+
+# ---- mesh.h: meshes
+weft_mesh_create(comm, ndims, shape, dim_names, config, mesh) =
+    ccall(_msym(:weft_mesh_create), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{Cint}, Ptr{Ptr{UInt8}}, Ptr{MeshConfigC}, Ptr{Ptr{Cvoid}}),
+          comm, ndims, shape, dim_names, config, mesh)
+weft_mesh_destroy(mesh) = ccall(_msym(:weft_mesh_destroy), Cint, (Ptr{Cvoid},), mesh)
+weft_mesh_shape(mesh, ndims, shape) =
+    ccall(_msym(:weft_mesh_shape), Cint, (Ptr{Cvoid}, Ptr{Cint}, Ptr{Cint}), mesh, ndims, shape)
+weft_mesh_dim_name(mesh, dim, name) =
+    ccall(_msym(:weft_mesh_dim_name), Cint, (Ptr{Cvoid}, Cint, Ptr{Ptr{UInt8}}), mesh, dim, name)
+weft_mesh_dim_index(mesh, name, dim) =
+    ccall(_msym(:weft_mesh_dim_index), Cint, (Ptr{Cvoid}, Cstring, Ptr{Cint}), mesh, name, dim)
+weft_mesh_is_member(mesh, member) =
+    ccall(_msym(:weft_mesh_is_member), Cint, (Ptr{Cvoid}, Ptr{Cint}), mesh, member)
+weft_mesh_coords(mesh, coords, mesh_rank) =
+    ccall(_msym(:weft_mesh_coords), Cint, (Ptr{Cvoid}, Ptr{Cint}, Ptr{Cint}), mesh, coords, mesh_rank)
+weft_mesh_parent_rank(mesh, mesh_rank, parent_rank) =
+    ccall(_msym(:weft_mesh_parent_rank), Cint, (Ptr{Cvoid}, Cint, Ptr{Cint}), mesh, mesh_rank, parent_rank)
+weft_mesh_comm(mesh, dims, ndims, comm) =
+    ccall(_msym(:weft_mesh_comm), Cint, (Ptr{Cvoid}, Ptr{Cint}, Cint, Ptr{Ptr{Cvoid}}), mesh, dims, ndims, comm)
+
+# ---- mesh.h: layouts
+weft_mesh_local_shape(mesh, placements, ndim, global_shape, mesh_rank, local_shape, global_offset) =
+    ccall(_msym(:weft_mesh_local_shape), Cint,
+          (Ptr{Cvoid}, Ptr{PlacementC}, Cint, Ptr{Int64}, Cint, Ptr{Int64}, Ptr{Int64}),
+          mesh, placements, ndim, global_shape, mesh_rank, local_shape, global_offset)
+
+# ---- mesh.h: sharded tensors
+weft_sharded_create(mesh, ndim, global_shape, dtype, placements, local_view, config, tensor) =
+    ccall(_msym(:weft_sharded_create), Cint,
+          (Ptr{Cvoid}, Cint, Ptr{Int64}, Cint, Ptr{PlacementC}, Ptr{TensorC}, Ptr{ShardedConfigC}, Ptr{Ptr{Cvoid}}),
+          mesh, ndim, global_shape, dtype, placements, local_view, config, tensor)
+weft_sharded_destroy(tensor) = ccall(_msym(:weft_sharded_destroy), Cint, (Ptr{Cvoid},), tensor)
+weft_sharded_local(tensor, local_view) =
+    ccall(_msym(:weft_sharded_local), Cint, (Ptr{Cvoid}, Ptr{TensorC}), tensor, local_view)
+weft_sharded_set_local(tensor, local_view) =
+    ccall(_msym(:weft_sharded_set_local), Cint, (Ptr{Cvoid}, Ptr{TensorC}), tensor, local_view)
+
+# ---- mesh.h: redistribution
+weft_redistribute(src, dst, stream, request) =
+    ccall(_msym(:weft_redistribute), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+          src, dst, stream, request)
+weft_redistribute_plan(src, dst, steps, capacity, nsteps) =
+    ccall(_msym(:weft_redistribute_plan), Cint, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{StepC}, Csize_t, Ptr{Csize_t}),
+          src, dst, steps, capacity, nsteps)
+
+# ---- mesh.h: distributed checkpoints
+weft_checkpoint_save(comm, dir, names, tensors, count, config) =
+    ccall(_msym(:weft_checkpoint_save), Cint,
+          (Ptr{Cvoid}, Cstring, Ptr{Ptr{UInt8}}, Ptr{Ptr{Cvoid}}, Csize_t, Ptr{CheckpointConfigC}),
+          comm, dir, names, tensors, count, config)
+weft_checkpoint_load(dir, names, tensors, count, config) =
+    ccall(_msym(:weft_checkpoint_load), Cint,
+          (Cstring, Ptr{Ptr{UInt8}}, Ptr{Ptr{Cvoid}}, Csize_t, Ptr{CheckpointConfigC}),
+          dir, names, tensors, count, config)
+weft_checkpoint_open(dir, checkpoint) =
+    ccall(_msym(:weft_checkpoint_open), Cint, (Cstring, Ptr{Ptr{Cvoid}}), dir, checkpoint)
+weft_checkpoint_close(checkpoint) = ccall(_msym(:weft_checkpoint_close), Cint, (Ptr{Cvoid},), checkpoint)
+weft_checkpoint_count(checkpoint, count) =
+    ccall(_msym(:weft_checkpoint_count), Cint, (Ptr{Cvoid}, Ptr{Csize_t}), checkpoint, count)
+weft_checkpoint_tensor(checkpoint, i, name, dtype, ndim, global_shape, nshards) =
+    ccall(_msym(:weft_checkpoint_tensor), Cint,
+          (Ptr{Cvoid}, Csize_t, Ptr{Ptr{UInt8}}, Ptr{Cint}, Ptr{Cint}, Ptr{Int64}, Ptr{Csize_t}),
+          checkpoint, i, name, dtype, ndim, global_shape, nshards)
+weft_checkpoint_verify(checkpoint) = ccall(_msym(:weft_checkpoint_verify), Cint, (Ptr{Cvoid},), checkpoint)
+weft_checkpoint_export_safetensors(checkpoint, path) =
+    ccall(_msym(:weft_checkpoint_export_safetensors), Cint, (Ptr{Cvoid}, Cstring), checkpoint, path)

@@ -13,6 +13,8 @@ using Weft
 const HERE = @__DIR__
 const UNDER_LAUNCHER = haskey(ENV, "WEFT_WORLD_SIZE")
 
+include("mesh_tests.jl")   # mesh_single_rank_tests(), mesh_multirank_tests(comm)
+
 function solo()
     id = Weft.unique_id()
     return Comm(id, 0, 1; config=Config(timeout=20, name="solo"))
@@ -360,6 +362,9 @@ function multirank_tests()
         barrier(d)
         close(d)
     end
+    @testset "meshes and sharded tensors" begin
+        mesh_multirank_tests(c)
+    end
     barrier(c)
     close(c)
 end
@@ -385,6 +390,7 @@ if UNDER_LAUNCHER
 else
     @testset "Weft" begin
         single_rank_tests()
+        mesh_single_rank_tests()
     end
     spawn_multirank()
 end

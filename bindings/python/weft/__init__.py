@@ -7,6 +7,15 @@
         req = comm.allgather(x, np.empty(4 * comm.size, np.float32), async_op=True)
         out = req.wait()
 
+Meshes and sharded tensors (weft/mesh.h):
+
+    mesh = weft.Mesh(comm, (2, 2), ("dp", "tp"))
+    x = weft.ShardedTensor(mesh, (8, 6), [weft.Replicate(), weft.Shard(0)], local_array)
+    y = weft.ShardedTensor.zeros(mesh, (8, 6), [weft.Replicate(), weft.Replicate()], "float32")
+    weft.redistribute(x, y)                     # all-gather over "tp"
+    print(weft.plan(x, y))
+    weft.save(comm, "ckpt", {"w": x}); weft.load("ckpt", {"w": y})
+
 ``import weft.torch`` registers the torch.distributed backend "weft".
 """
 
@@ -18,6 +27,9 @@ from ._comm import (AVG, IN_PLACE, MAX, MIN, PROD, SPLIT_NOCOLOR, SUM, Comm, Op,
 from ._errors import (Aborted, InternalError, InvalidArgument, Mismatch, OutOfMemory, RemoteError, Status, Timeout,
                       TransportError, Unsupported, WeftError, status_string)
 from ._lib import ABI_VERSION, LibraryNotFoundError
+from ._mesh import Layout, Mesh, Partial, Placement, Replicate, Shard, local_box, local_shape
+from ._sharded import Plan, ShardedTensor, Step, StepKind, TensorView, full, plan, redistribute
+from ._checkpoint import Checkpoint, CheckpointTensor, load, save
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -28,6 +40,9 @@ __all__ = [
     "SPLIT_NOCOLOR", "SUM", "Status", "Timeout", "TransportError", "UniqueId", "Unsupported", "WeftError",
     "as_buffer", "as_dtype", "as_op", "dtype_size", "get_unique_id", "library_path", "status_string", "version",
     "wait_all",
+    "Checkpoint", "CheckpointTensor", "Layout", "Mesh", "Partial", "Placement", "Plan", "Replicate", "Shard",
+    "ShardedTensor", "Step", "StepKind", "TensorView", "full", "load", "local_box", "local_shape", "plan",
+    "redistribute", "save",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
@@ -39,6 +54,8 @@ del _name
 
 def _at_exit():
     from ._comm import _close_all
+    from ._mesh import _close_all as _close_meshes
+    _close_meshes()  # with their sharded tensors; not collective
     _close_all()
 
 

@@ -312,6 +312,23 @@ class Comm:
         self._setup(handle)
         return self
 
+    @classmethod
+    def _borrow(cls, handle, owner):
+        """A communicator that belongs to `owner` (a Mesh): close() only detaches this object,
+        the owner frees the handle (weft_comm_destroy refuses it)."""
+        self = cls.__new__(cls)
+        self._handle = None
+        self._owner = owner
+        self._setup(handle)
+        return self
+
+    _owner = None  # the Mesh a borrowed communicator belongs to; None: this object owns the handle
+
+    @property
+    def borrowed(self):
+        """True for a communicator that belongs to a Mesh (Mesh.comm()): never destroyed here."""
+        return self._owner is not None
+
     def _setup(self, handle):
         self._lock = threading.RLock()
         self._handle = handle.value
@@ -323,7 +340,8 @@ class Comm:
                 _errors.check(fn(self._handle, ctypes.byref(out)))
                 props.append(out.value)
         except BaseException:
-            lib.weft_comm_destroy(self._handle)
+            if self._owner is None:
+                lib.weft_comm_destroy(self._handle)
             self._handle = None
             raise
         self._rank, self._size, self._local_rank, self._local_size = props
@@ -367,10 +385,11 @@ class Comm:
 
     def close(self):
         """weft_comm_destroy(): waits for this rank's outstanding operations (within the deadline),
-        then frees the communicator. Not collective; idempotent."""
+        then frees the communicator. Not collective; idempotent. On a communicator borrowed from
+        a Mesh (Mesh.comm()) it only detaches this object: the mesh frees the handle."""
         with self._lock:
             h, self._handle = self._handle, None
-            if h is not None:
+            if h is not None and self._owner is None:
                 _errors.check(_lib.lib().weft_comm_destroy(h))
 
     def __enter__(self):
@@ -387,7 +406,8 @@ class Comm:
                 pass
 
     def __repr__(self):
-        return "<weft.Comm rank %d of %d%s>" % (self._rank, self._size, " closed" if self.closed else "")
+        return "<weft.Comm rank %d of %d%s%s>" % (self._rank, self._size, " of a mesh" if self.borrowed else "",
+                                                 " closed" if self.closed else "")
 
     def split(self, color, key=0, timeout=None, name=None, check=None):
         """weft_comm_split() (collective): ranks with the same color >= 0 form a new communicator

@@ -55,6 +55,65 @@ class weft_unique_id_t(ctypes.Structure):  # noqa: N801
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
 
+# ------------------------------------------------------------------ common.h: tensor views
+
+TENSOR_MAX_DIMS = 8
+DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST = 1, 2, 3  # weft_device_type_t (DLPack's codes)
+
+
+class weft_tensor_t(ctypes.Structure):  # noqa: N801
+    # Field for field DLPack's DLTensor (data, device, ndim, dtype, shape, strides, byte_offset);
+    # strides in elements.
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int),
+        ("device_id", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+# ------------------------------------------------------------------ mesh.h
+
+MESH_MAX_DIMS = 4
+MESH_MAX_NAME = 31
+
+
+class weft_mesh_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("ranks", ctypes.POINTER(ctypes.c_int)),
+        ("nranks", ctypes.c_size_t),
+    ]
+
+
+class weft_placement_t(ctypes.Structure):  # noqa: N801
+    # kind: WEFT_REPLICATE = 0, WEFT_SHARD = 1, WEFT_PARTIAL = 2; dim (SHARD); op (PARTIAL).
+    _fields_ = [("kind", ctypes.c_int), ("dim", ctypes.c_int), ("op", ctypes.c_int)]
+
+
+class weft_sharded_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("name", ctypes.c_char_p)]
+
+
+class weft_redistribute_step_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("mesh_dim", ctypes.c_int),
+        ("from_", weft_placement_t),  # C: from
+        ("to", weft_placement_t),
+        ("bytes_sent", ctypes.c_uint64),
+        ("max_bytes_sent", ctypes.c_uint64),
+    ]
+
+
+class weft_checkpoint_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("fsync", ctypes.c_int)]
+
+
 _status = ctypes.c_int
 _dtype = ctypes.c_int
 _op = ctypes.c_int
@@ -67,6 +126,10 @@ _uid_p = ctypes.POINTER(weft_unique_id_t)
 _vp = ctypes.c_void_p
 _sz = ctypes.c_size_t
 _int = ctypes.c_int
+_str = ctypes.c_char_p
+_i64_p = ctypes.POINTER(ctypes.c_int64)
+_pl_p = ctypes.POINTER(weft_placement_t)
+_tensor_p = ctypes.POINTER(weft_tensor_t)
 
 # name: (restype, argtypes), in weft.h's order. Every function of weft.h is here.
 PROTOTYPES = {
@@ -114,7 +177,56 @@ PROTOTYPES = {
     # ops, nops, comm, stream, request
     "weft_p2p_batch": (_status, [ctypes.POINTER(weft_p2p_op_t), _sz, _handle, _vp, _handle_p]),
     "weft_dtype_size": (_status, [_dtype, _size_p]),
+    # ---- mesh.h (see MESH_FUNCTIONS)
+    # comm, ndims, shape, dim_names, config, mesh
+    "weft_mesh_create": (_status, [_handle, _int, _int_p, ctypes.POINTER(_str), ctypes.POINTER(weft_mesh_config_t),
+                                   _handle_p]),
+    "weft_mesh_destroy": (_status, [_handle]),
+    # mesh, ndims, shape
+    "weft_mesh_shape": (_status, [_handle, _int_p, _int_p]),
+    # mesh, dim, name
+    "weft_mesh_dim_name": (_status, [_handle, _int, ctypes.POINTER(_str)]),
+    # mesh, name, dim
+    "weft_mesh_dim_index": (_status, [_handle, _str, _int_p]),
+    "weft_mesh_is_member": (_status, [_handle, _int_p]),
+    # mesh, coords, mesh_rank
+    "weft_mesh_coords": (_status, [_handle, _int_p, _int_p]),
+    # mesh, mesh_rank, parent_rank
+    "weft_mesh_parent_rank": (_status, [_handle, _int, _int_p]),
+    # mesh, dims, ndims, comm
+    "weft_mesh_comm": (_status, [_handle, _int_p, _int, _handle_p]),
+    # mesh, placements, ndim, global_shape, mesh_rank, local_shape, global_offset
+    "weft_mesh_local_shape": (_status, [_handle, _pl_p, _int, _i64_p, _int, _i64_p, _i64_p]),
+    # mesh, ndim, global_shape, dtype, placements, local, config, tensor
+    "weft_sharded_create": (_status, [_handle, _int, _i64_p, _dtype, _pl_p, _tensor_p,
+                                      ctypes.POINTER(weft_sharded_config_t), _handle_p]),
+    "weft_sharded_destroy": (_status, [_handle]),
+    "weft_sharded_local": (_status, [_handle, _tensor_p]),
+    "weft_sharded_set_local": (_status, [_handle, _tensor_p]),
+    # src, dst, stream, request
+    "weft_redistribute": (_status, [_handle, _handle, _vp, _handle_p]),
+    # src, dst, steps, capacity, nsteps
+    "weft_redistribute_plan": (_status, [_handle, _handle, ctypes.POINTER(weft_redistribute_step_t), _sz, _size_p]),
+    # comm, dir, names, tensors, count, config
+    "weft_checkpoint_save": (_status, [_handle, _str, ctypes.POINTER(_str), _handle_p, _sz,
+                                       ctypes.POINTER(weft_checkpoint_config_t)]),
+    # dir, names, tensors, count, config
+    "weft_checkpoint_load": (_status, [_str, ctypes.POINTER(_str), _handle_p, _sz,
+                                       ctypes.POINTER(weft_checkpoint_config_t)]),
+    "weft_checkpoint_open": (_status, [_str, _handle_p]),
+    "weft_checkpoint_close": (_status, [_handle]),
+    "weft_checkpoint_count": (_status, [_handle, _size_p]),
+    # checkpoint, i, name, dtype, ndim, global_shape, nshards
+    "weft_checkpoint_tensor": (_status, [_handle, _sz, ctypes.POINTER(_str), _int_p, _int_p, _i64_p, _size_p]),
+    "weft_checkpoint_verify": (_status, [_handle]),
+    "weft_checkpoint_export_safetensors": (_status, [_handle, _str]),
 }
+
+# The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
+# them (one built before mesh.h) still loads for communicators; calling one of these then raises
+# weft.Unsupported naming the function (see fn()).
+MESH_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_mesh_", "weft_sharded_", "weft_redistribute",
+                                                                   "weft_checkpoint_")))
 
 
 def _candidates():
@@ -142,6 +254,8 @@ def _candidates():
 
 def _declare(lib):
     for name, (restype, argtypes) in PROTOTYPES.items():
+        if name in MESH_FUNCTIONS and not hasattr(lib, name):
+            continue
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
@@ -160,7 +274,7 @@ def _load():
         except OSError as e:
             tried.append("%s: %s (%s)" % (what, path, e))
             continue
-        missing = [n for n in PROTOTYPES if not hasattr(lib, n)]
+        missing = [n for n in PROTOTYPES if n not in MESH_FUNCTIONS and not hasattr(lib, n)]
         if missing:
             tried.append("%s: %s (not libweft: lacks %s)" % (what, path, ", ".join(missing[:3])))
             continue
@@ -196,3 +310,19 @@ def path():
     """Where the loaded library came from."""
     lib()
     return _path
+
+
+def fn(name):
+    """The library's function `name`, or weft.Unsupported when this libweft lacks it (a library
+    built before that family of weft.h existed)."""
+    f = getattr(lib(), name, None)
+    if f is None:
+        from ._errors import Unsupported
+        raise Unsupported("%s: the loaded library (%s) does not export it; it was built before this part of weft.h "
+                          "(rebuild libweft)" % (name, _path))
+    return f
+
+
+def has(name):
+    """Whether the loaded library exports `name`."""
+    return hasattr(lib(), name)

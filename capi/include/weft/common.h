@@ -104,7 +104,9 @@ typedef enum weft_device_type {
  *   shape <- shape, strides <- strides, byte_offset <- byte_offset.
  * Element i0..i(n-1) lives at (char *)data + byte_offset + sum(i_k * strides[k]) * element size.
  * Strides are in elements (as DLPack's) and may be any non-negative values; strides NULL means
- * contiguous row-major. ndim is 0..WEFT_TENSOR_MAX_DIMS (0 = a scalar of one element). weft reads
+ * contiguous row-major. A stride of 0 repeats one element along a dim (a broadcast): allowed in
+ * a tensor weft only reads, refused (WEFT_ERR_INVALID_ARGUMENT) in one weft writes into. A view
+ * with no elements (some extent 0) may have any strides. ndim is 0..WEFT_TENSOR_MAX_DIMS (0 = a scalar of one element). weft reads
  * the view during the call that takes it (a handle that keeps a view copies shape and strides).
  */
 typedef struct weft_tensor {

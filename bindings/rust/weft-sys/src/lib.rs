@@ -120,6 +120,135 @@ pub struct weft_p2p_op_t {
     pub peer: c_int,
 }
 
+// ------------------------------------------------------------------ common.h: tensor views
+
+pub const WEFT_TENSOR_MAX_DIMS: usize = 8;
+
+/// `enum weft_device_type` (DLPack's DLDeviceType codes).
+pub type weft_device_type_t = c_int;
+pub const WEFT_DEVICE_CPU: weft_device_type_t = 1;
+pub const WEFT_DEVICE_CUDA: weft_device_type_t = 2;
+pub const WEFT_DEVICE_CUDA_HOST: weft_device_type_t = 3;
+
+/// `weft_tensor_t`: a view of caller-owned memory, field for field DLPack's `DLTensor`.
+/// Strides are in elements; `strides` null means contiguous row-major.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_tensor_t {
+    pub data: *mut c_void,
+    pub device_type: weft_device_type_t,
+    pub device_id: c_int,
+    pub ndim: c_int,
+    pub dtype: weft_dtype_t,
+    pub shape: *const i64,
+    pub strides: *const i64,
+    pub byte_offset: u64,
+}
+
+// ------------------------------------------------------------------ mesh.h
+
+pub const WEFT_MESH_MAX_DIMS: usize = 4;
+/// Longest dim name, without its terminating NUL.
+pub const WEFT_MESH_MAX_NAME: usize = 31;
+
+/// Opaque `struct weft_mesh`.
+#[repr(C)]
+pub struct weft_mesh {
+    _private: [u8; 0],
+}
+pub type weft_mesh_t = *mut weft_mesh;
+
+/// `weft_mesh_config_t`; start from [`WEFT_MESH_CONFIG_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_mesh_config_t {
+    pub struct_size: usize,
+    pub ranks: *const c_int,
+    pub nranks: usize,
+}
+
+/// `WEFT_MESH_CONFIG_INIT`.
+pub const WEFT_MESH_CONFIG_INIT: weft_mesh_config_t =
+    weft_mesh_config_t { struct_size: core::mem::size_of::<weft_mesh_config_t>(), ranks: core::ptr::null(), nranks: 0 };
+
+/// `enum weft_placement_kind`.
+pub type weft_placement_kind_t = c_int;
+pub const WEFT_REPLICATE: weft_placement_kind_t = 0;
+pub const WEFT_SHARD: weft_placement_kind_t = 1;
+pub const WEFT_PARTIAL: weft_placement_kind_t = 2;
+
+/// `weft_placement_t`: one placement per mesh dim (an array element: no struct_size).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct weft_placement_t {
+    pub kind: weft_placement_kind_t,
+    pub dim: c_int,
+    pub op: weft_op_t,
+}
+
+/// `WEFT_PLACEMENT_REPLICATE_INIT`.
+pub const WEFT_PLACEMENT_REPLICATE_INIT: weft_placement_t =
+    weft_placement_t { kind: WEFT_REPLICATE, dim: 0, op: WEFT_SUM };
+
+/// Opaque `struct weft_sharded`.
+#[repr(C)]
+pub struct weft_sharded {
+    _private: [u8; 0],
+}
+pub type weft_sharded_t = *mut weft_sharded;
+
+/// `weft_sharded_config_t`; start from [`WEFT_SHARDED_CONFIG_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_sharded_config_t {
+    pub struct_size: usize,
+    pub name: *const c_char,
+}
+
+/// `WEFT_SHARDED_CONFIG_INIT`.
+pub const WEFT_SHARDED_CONFIG_INIT: weft_sharded_config_t =
+    weft_sharded_config_t { struct_size: core::mem::size_of::<weft_sharded_config_t>(), name: core::ptr::null() };
+
+/// `enum weft_redistribute_kind`.
+pub type weft_redistribute_kind_t = c_int;
+pub const WEFT_STEP_LOCAL: weft_redistribute_kind_t = 0;
+pub const WEFT_STEP_ALLGATHER: weft_redistribute_kind_t = 1;
+pub const WEFT_STEP_ALLREDUCE: weft_redistribute_kind_t = 2;
+pub const WEFT_STEP_REDUCE_SCATTER: weft_redistribute_kind_t = 3;
+pub const WEFT_STEP_ALLTOALL: weft_redistribute_kind_t = 4;
+pub const WEFT_STEP_EXCHANGE: weft_redistribute_kind_t = 5;
+
+/// `weft_redistribute_step_t` (`from` is a Rust keyword: `from_`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_redistribute_step_t {
+    pub kind: weft_redistribute_kind_t,
+    pub mesh_dim: c_int,
+    pub from_: weft_placement_t,
+    pub to: weft_placement_t,
+    pub bytes_sent: u64,
+    pub max_bytes_sent: u64,
+}
+
+/// `weft_checkpoint_config_t`; start from [`WEFT_CHECKPOINT_CONFIG_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_checkpoint_config_t {
+    pub struct_size: usize,
+    pub fsync: c_int,
+}
+
+/// `WEFT_CHECKPOINT_CONFIG_INIT`.
+pub const WEFT_CHECKPOINT_CONFIG_INIT: weft_checkpoint_config_t =
+    weft_checkpoint_config_t { struct_size: core::mem::size_of::<weft_checkpoint_config_t>(), fsync: 1 };
+
+/// Opaque `struct weft_checkpoint`.
+#[repr(C)]
+pub struct weft_checkpoint {
+    _private: [u8; 0],
+}
+pub type weft_checkpoint_t = *mut weft_checkpoint;
+
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
     pub fn weft_last_error() -> *const c_char;
@@ -282,6 +411,97 @@ extern "C" {
     ) -> weft_status_t;
 
     pub fn weft_dtype_size(dtype: weft_dtype_t, size: *mut usize) -> weft_status_t;
+
+    // ---- mesh.h: meshes
+    pub fn weft_mesh_create(
+        comm: weft_comm_t,
+        ndims: c_int,
+        shape: *const c_int,
+        dim_names: *const *const c_char,
+        config: *const weft_mesh_config_t,
+        mesh: *mut weft_mesh_t,
+    ) -> weft_status_t;
+    pub fn weft_mesh_destroy(mesh: weft_mesh_t) -> weft_status_t;
+    pub fn weft_mesh_shape(mesh: weft_mesh_t, ndims: *mut c_int, shape: *mut c_int) -> weft_status_t;
+    pub fn weft_mesh_dim_name(mesh: weft_mesh_t, dim: c_int, name: *mut *const c_char) -> weft_status_t;
+    pub fn weft_mesh_dim_index(mesh: weft_mesh_t, name: *const c_char, dim: *mut c_int) -> weft_status_t;
+    pub fn weft_mesh_is_member(mesh: weft_mesh_t, member: *mut c_int) -> weft_status_t;
+    pub fn weft_mesh_coords(mesh: weft_mesh_t, coords: *mut c_int, mesh_rank: *mut c_int) -> weft_status_t;
+    pub fn weft_mesh_parent_rank(mesh: weft_mesh_t, mesh_rank: c_int, parent_rank: *mut c_int) -> weft_status_t;
+    pub fn weft_mesh_comm(mesh: weft_mesh_t, dims: *const c_int, ndims: c_int, comm: *mut weft_comm_t)
+        -> weft_status_t;
+
+    // ---- mesh.h: layouts
+    pub fn weft_mesh_local_shape(
+        mesh: weft_mesh_t,
+        placements: *const weft_placement_t,
+        ndim: c_int,
+        global_shape: *const i64,
+        mesh_rank: c_int,
+        local_shape: *mut i64,
+        global_offset: *mut i64,
+    ) -> weft_status_t;
+
+    // ---- mesh.h: sharded tensors
+    pub fn weft_sharded_create(
+        mesh: weft_mesh_t,
+        ndim: c_int,
+        global_shape: *const i64,
+        dtype: weft_dtype_t,
+        placements: *const weft_placement_t,
+        local: *const weft_tensor_t,
+        config: *const weft_sharded_config_t,
+        tensor: *mut weft_sharded_t,
+    ) -> weft_status_t;
+    pub fn weft_sharded_destroy(tensor: weft_sharded_t) -> weft_status_t;
+    pub fn weft_sharded_local(tensor: weft_sharded_t, local: *mut weft_tensor_t) -> weft_status_t;
+    pub fn weft_sharded_set_local(tensor: weft_sharded_t, local: *const weft_tensor_t) -> weft_status_t;
+
+    // ---- mesh.h: redistribution
+    pub fn weft_redistribute(
+        src: weft_sharded_t,
+        dst: weft_sharded_t,
+        stream: *mut c_void,
+        request: *mut weft_request_t,
+    ) -> weft_status_t;
+    pub fn weft_redistribute_plan(
+        src: weft_sharded_t,
+        dst: weft_sharded_t,
+        steps: *mut weft_redistribute_step_t,
+        capacity: usize,
+        nsteps: *mut usize,
+    ) -> weft_status_t;
+
+    // ---- mesh.h: distributed checkpoints
+    pub fn weft_checkpoint_save(
+        comm: weft_comm_t,
+        dir: *const c_char,
+        names: *const *const c_char,
+        tensors: *const weft_sharded_t,
+        count: usize,
+        config: *const weft_checkpoint_config_t,
+    ) -> weft_status_t;
+    pub fn weft_checkpoint_load(
+        dir: *const c_char,
+        names: *const *const c_char,
+        tensors: *const weft_sharded_t,
+        count: usize,
+        config: *const weft_checkpoint_config_t,
+    ) -> weft_status_t;
+    pub fn weft_checkpoint_open(dir: *const c_char, checkpoint: *mut weft_checkpoint_t) -> weft_status_t;
+    pub fn weft_checkpoint_close(checkpoint: weft_checkpoint_t) -> weft_status_t;
+    pub fn weft_checkpoint_count(checkpoint: weft_checkpoint_t, count: *mut usize) -> weft_status_t;
+    pub fn weft_checkpoint_tensor(
+        checkpoint: weft_checkpoint_t,
+        i: usize,
+        name: *mut *const c_char,
+        dtype: *mut weft_dtype_t,
+        ndim: *mut c_int,
+        global_shape: *mut i64,
+        nshards: *mut usize,
+    ) -> weft_status_t;
+    pub fn weft_checkpoint_verify(checkpoint: weft_checkpoint_t) -> weft_status_t;
+    pub fn weft_checkpoint_export_safetensors(checkpoint: weft_checkpoint_t, path: *const c_char) -> weft_status_t;
 }
 
 #[cfg(test)]
@@ -299,6 +519,24 @@ mod tests {
         assert_eq!(core::mem::offset_of!(weft_p2p_op_t, peer), 28);
         assert_eq!(WEFT_COMM_CONFIG_INIT.struct_size, 40);
         assert_eq!(WEFT_VERSION_CODE, 100);
+    }
+
+    #[test]
+    fn mesh_layouts_match_the_header() {
+        // sizeof/offsetof of capi/include/weft/common.h and mesh.h on LP64.
+        assert_eq!(core::mem::size_of::<weft_tensor_t>(), 48);
+        assert_eq!(core::mem::offset_of!(weft_tensor_t, shape), 24);
+        assert_eq!(core::mem::offset_of!(weft_tensor_t, byte_offset), 40);
+        assert_eq!(core::mem::size_of::<weft_placement_t>(), 12);
+        assert_eq!(core::mem::size_of::<weft_redistribute_step_t>(), 48);
+        assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, to), 20);
+        assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, bytes_sent), 32);
+        assert_eq!(core::mem::size_of::<weft_mesh_config_t>(), 24);
+        assert_eq!(WEFT_MESH_CONFIG_INIT.struct_size, 24);
+        assert_eq!(WEFT_SHARDED_CONFIG_INIT.struct_size, 16);
+        assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.struct_size, 16);
+        assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.fsync, 1);
+        assert_eq!(WEFT_PLACEMENT_REPLICATE_INIT.kind, WEFT_REPLICATE);
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //!   `i64`, `u64`, [`F16`], [`Bf16`]), blocking as `Comm` methods, asynchronous inside
 //!   [`Comm::scope`] as [`Request`]s that hold the buffers' borrows.
 //! * Errors as [`Error`]: a [`Status`] and the library's message (`weft_last_error`).
+//! * Device meshes and sharded tensors (`weft/mesh.h`): [`Mesh`] (with [`MeshComm`]s per set of
+//!   dims), [`Placement`] layouts, [`ShardedTensor`] over borrowed slices or [`TensorView`]s,
+//!   [`redistribute`] (asynchronously: [`Scope::redistribute`]), [`plan`], [`full`], and
+//!   distributed checkpoints ([`checkpoint::save`], [`checkpoint::load`], [`Checkpoint`]).
 //!
 //! ```no_run
 //! fn main() -> weft::Result<()> {
@@ -22,9 +26,12 @@
 //! Thread safety follows weft.h: a communicator and its requests are used by one thread at a
 //! time (`Comm` is `Send`, not `Sync`); [`AbortHandle`] may abort it from any thread.
 
+pub mod checkpoint;
 mod comm;
 mod error;
+mod mesh;
 mod request;
+mod sharded;
 mod types;
 
 pub use weft_sys as sys;
@@ -33,6 +40,12 @@ pub use comm::{AbortHandle, Comm, Config, P2POp, UniqueId};
 pub use error::{last_error, status_string, Error, Result, Status};
 pub use request::{Request, Scope};
 pub use types::{Bf16, Dtype, Op, Transport, WeftType, F16};
+
+pub use checkpoint::{Checkpoint, CheckpointConfig, TensorInfo};
+pub use mesh::{LocalBox, Mesh, MeshComm, Placement};
+pub use sharded::{
+    full, plan, redistribute, redistribute_on_stream, Device, LocalView, ShardedTensor, Step, StepKind, TensorView,
+};
 
 /// Version of the loaded library (`weft_version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,5 +67,7 @@ pub fn version() -> Result<Version> {
     Ok(Version { major: code / 10000, minor: code / 100 % 100, patch: code % 100, abi: abi.max(0) as u32 })
 }
 
+#[cfg(test)]
+mod mesh_tests;
 #[cfg(test)]
 mod tests;

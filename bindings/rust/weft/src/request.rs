@@ -15,6 +15,7 @@ use weft_sys as sys;
 
 use crate::comm::{Comm, P2POp};
 use crate::error::{check, Error, Result};
+use crate::sharded::ShardedTensor;
 use crate::types::{Op, WeftType};
 
 /// The raw requests a scope started; `null` once waited for. Waits for the rest when dropped.
@@ -292,5 +293,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// [`Comm::p2p_batch`] as one request; the ops' buffers are borrowed for the scope.
     pub fn p2p_batch(&'scope self, ops: impl IntoIterator<Item = P2POp<'scope>>) -> Result<Request<'scope>> {
         self.start(|r| self.comm.p2p_batch_raw(ops, r))
+    }
+    /// [`redistribute`](crate::redistribute) as one request: `src` is borrowed shared and `dst`
+    /// mutably for the scope. It communicates over the tensors' meshes (not over this scope's
+    /// communicator, which only bounds the request's life): start it in any communicator's scope,
+    /// e.g. the one the meshes were made from, and issue nothing else on those meshes meanwhile.
+    pub fn redistribute(
+        &'scope self,
+        src: &'scope ShardedTensor<'_>,
+        dst: &'scope mut ShardedTensor<'_>,
+    ) -> Result<Request<'scope>> {
+        self.start(|r| crate::sharded::redistribute_raw(src, dst, r))
     }
 }
