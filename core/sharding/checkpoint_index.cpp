@@ -219,7 +219,7 @@ CheckpointIndex read_index(const std::string& dir) {
   return decode_index(storage.data(), size, path);
 }
 
-void write_index(const std::string& dir, const CheckpointIndex& index, bool durable) {
+void write_index(const std::string& dir, const CheckpointIndex& index, bool durable, bool* renamed) {
   const std::string bytes = encode_index(index);
   const std::string tmp = join_path(dir, temp_index_name(index.save_id));
   try {
@@ -232,6 +232,7 @@ void write_index(const std::string& dir, const CheckpointIndex& index, bool dura
     // them can be: one fsync of the directory before the rename covers them all.
     if (durable) sync_dir(dir);
     rename_file(tmp, join_path(dir, kIndexFile));
+    if (renamed) *renamed = true;
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;

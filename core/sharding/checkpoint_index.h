@@ -60,7 +60,9 @@ void check_coverage(const StoredTensor& t, const std::string& what);
 CheckpointIndex read_index(const std::string& dir);
 // Writes dir/index.weft atomically: to a temporary name, fsync (when `durable`), rename, fsync of
 // the directory. A crash leaves either the old index or the new one, never a torn one.
-void write_index(const std::string& dir, const CheckpointIndex& index, bool durable);
+// *renamed is set once the new index is in place (a later failure must not undo the files it
+// names).
+void write_index(const std::string& dir, const CheckpointIndex& index, bool durable, bool* renamed = nullptr);
 
 // "[2, 0]" for messages.
 std::string describe_shape(const Shape& s);
