@@ -30,19 +30,13 @@ namespace {
 constexpr uint64_t kCheckpointMagic = 0x74706b4374666577ull;  // "weftCkpt"
 
 // Leaked on purpose, like the other registries: handles may be closed from static destructors.
-Registry<weft_checkpoint>& checkpoints() {
-  static auto* r = new Registry<weft_checkpoint>();
+auto& checkpoints() {
+  static auto* r = new Registry<weft_checkpoint, kCheckpointMagic>("a checkpoint from weft_checkpoint_open",
+                                                                   "an open checkpoint", "closed");
   return *r;
 }
 
-weft_checkpoint* lookup_checkpoint(weft_checkpoint_t h, const char* arg) {
-  if (!h) fail(Status::invalid_argument, "%s is NULL; expected a checkpoint from weft_checkpoint_open", arg);
-  if (!checkpoints().contains(h) || h->magic != kCheckpointMagic) {
-    fail(Status::invalid_argument, "%s (%p) is not an open checkpoint: closed, or not made by weft", arg,
-         static_cast<void*>(h));
-  }
-  return h;
-}
+weft_checkpoint* lookup_checkpoint(weft_checkpoint_t h, const char* arg) { return checkpoints().find(h, arg); }
 
 std::string read_dir(const char* dir, const char* arg) {
   if (!dir) fail(Status::invalid_argument, "%s is NULL; expected a directory path", arg);
@@ -136,23 +130,16 @@ WEFT_API weft_status_t weft_checkpoint_open(const char* dir, weft_checkpoint_t* 
     check_out(checkpoint, "checkpoint");
     *checkpoint = nullptr;
     auto h = std::make_unique<weft_checkpoint>();
-    h->magic = kCheckpointMagic;
     h->dir = read_dir(dir, "dir");
     h->index = shard::read_index(h->dir);
-    weft_checkpoint* p = h.release();
-    checkpoints().add(p);
-    *checkpoint = p;
+    *checkpoint = checkpoints().add(std::move(h));
   });
 }
 
 WEFT_API weft_status_t weft_checkpoint_close(weft_checkpoint_t checkpoint) {
   if (!checkpoint) return WEFT_OK;
   return guarded(__func__, [&] {
-    weft_checkpoint* h = lookup_checkpoint(checkpoint, "checkpoint");
-    if (checkpoints().remove(h)) {
-      h->magic = 0;
-      delete h;
-    }
+    checkpoints().remove(lookup_checkpoint(checkpoint, "checkpoint"));
   });
 }
 

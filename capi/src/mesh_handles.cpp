@@ -9,62 +9,25 @@ namespace weft::capi {
 namespace {
 
 // Leaked on purpose, like the communicator registry.
-Registry<weft_mesh>& meshes() {
-  static auto* r = new Registry<weft_mesh>();
+auto& meshes() {
+  static auto* r = new Registry<weft_mesh, kMeshMagic>("a mesh from weft_mesh_create", "a live mesh", "destroyed");
   return *r;
 }
-Registry<weft_sharded>& shardeds() {
-  static auto* r = new Registry<weft_sharded>();
+auto& shardeds() {
+  static auto* r = new Registry<weft_sharded, kShardedMagic>("a sharded tensor from weft_sharded_create",
+                                                             "a live sharded tensor", "destroyed");
   return *r;
 }
 
 }  // namespace
 
-weft_mesh_t register_mesh(std::unique_ptr<weft_mesh> m) {
-  m->magic = kMeshMagic;
-  weft_mesh* h = m.release();
-  meshes().add(h);
-  return h;
-}
+weft_mesh_t register_mesh(std::unique_ptr<weft_mesh> m) { return meshes().add(std::move(m)); }
+weft_mesh* lookup_mesh(weft_mesh_t h, const char* arg) { return meshes().find(h, arg); }
+void unregister_mesh(weft_mesh_t h) { meshes().remove(h); }
 
-weft_mesh* lookup_mesh(weft_mesh_t h, const char* arg) {
-  if (!h) fail(Status::invalid_argument, "%s is NULL; expected a mesh from weft_mesh_create", arg);
-  if (!meshes().contains(h) || h->magic != kMeshMagic) {
-    fail(Status::invalid_argument, "%s (%p) is not a live mesh: destroyed, or not made by weft", arg,
-         static_cast<void*>(h));
-  }
-  return h;
-}
-
-void unregister_mesh(weft_mesh_t h) {
-  if (meshes().remove(h)) {
-    h->magic = 0;
-    delete h;
-  }
-}
-
-weft_sharded_t register_sharded(std::unique_ptr<weft_sharded> s) {
-  s->magic = kShardedMagic;
-  weft_sharded* h = s.release();
-  shardeds().add(h);
-  return h;
-}
-
-weft_sharded* lookup_sharded(weft_sharded_t h, const char* arg) {
-  if (!h) fail(Status::invalid_argument, "%s is NULL; expected a sharded tensor from weft_sharded_create", arg);
-  if (!shardeds().contains(h) || h->magic != kShardedMagic) {
-    fail(Status::invalid_argument, "%s (%p) is not a live sharded tensor: destroyed, or not made by weft", arg,
-         static_cast<void*>(h));
-  }
-  return h;
-}
-
-void unregister_sharded(weft_sharded_t h) {
-  if (shardeds().remove(h)) {
-    h->magic = 0;
-    delete h;
-  }
-}
+weft_sharded_t register_sharded(std::unique_ptr<weft_sharded> s) { return shardeds().add(std::move(s)); }
+weft_sharded* lookup_sharded(weft_sharded_t h, const char* arg) { return shardeds().find(h, arg); }
+void unregister_sharded(weft_sharded_t h) { shardeds().remove(h); }
 
 shard::Layout read_layout(const weft_placement_t* placements, int ndims, int tensor_ndim) {
   if (!placements) fail(Status::invalid_argument, "placements is NULL; expected one placement per mesh dim");
