@@ -7,6 +7,7 @@ import collections
 import ctypes
 import os
 
+from ._handle import Handle
 from . import _errors, _lib
 from ._buffers import DType
 from ._comm import Comm
@@ -79,7 +80,7 @@ CheckpointTensor = collections.namedtuple("CheckpointTensor", "name dtype shape 
 CheckpointTensor.__doc__ = "One tensor of a checkpoint: name, weft.DType, global shape (tuple), stored shards."
 
 
-class Checkpoint:
+class Checkpoint(Handle):
     """An opened checkpoint index, for inspection (weft_checkpoint_open):
 
         with weft.Checkpoint(dir) as ck:
@@ -161,28 +162,11 @@ class Checkpoint:
         """weft_checkpoint_export_safetensors(): the whole checkpoint as one safetensors file."""
         _errors.check(_lib.fn("weft_checkpoint_export_safetensors")(self._h(), _path(path, "path")))
 
-    @property
-    def closed(self):
-        return self._handle is None
-
     def close(self):
         """weft_checkpoint_close(); idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
             _errors.check(_lib.fn("weft_checkpoint_close")(h))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self):
         if self.closed:

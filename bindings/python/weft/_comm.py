@@ -7,6 +7,7 @@ import os
 import threading
 import weakref
 
+from ._handle import Handle
 from . import _errors, _lib
 from ._buffers import Buffer, DType, as_buffer
 from ._errors import InvalidArgument, Status, Unsupported
@@ -277,7 +278,7 @@ def wait_all(requests):
 _live_comms = weakref.WeakSet()
 
 
-class Comm:
+class Comm(Handle):
     """A weft communicator (weft_comm_t).
 
     One thread at a time may use a communicator, as in NCCL; the binding serialises calls on a
@@ -366,10 +367,6 @@ class Comm:
     def local_size(self):
         return self._local_size
 
-    @property
-    def closed(self):
-        return self._handle is None
-
     def _h(self):
         h = self._handle
         if h is None:
@@ -391,19 +388,6 @@ class Comm:
             h, self._handle = self._handle, None
             if h is not None and self._owner is None:
                 _errors.check(_lib.lib().weft_comm_destroy(h))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self):
         return "<weft.Comm rank %d of %d%s%s>" % (self._rank, self._size, " of a mesh" if self.borrowed else "",

@@ -5,6 +5,7 @@ import ctypes
 import threading
 import weakref
 
+from ._handle import Handle
 from . import _errors, _lib
 from ._comm import Comm, Op, as_op
 from ._errors import InvalidArgument
@@ -207,7 +208,7 @@ def _shape64(shape, what):
 _live_meshes = weakref.WeakSet()
 
 
-class Mesh:
+class Mesh(Handle):
     """A device mesh (weft_mesh_t): the ranks of `comm` (or `ranks` of it, in mesh order) in an
     n-d grid of `shape` with named dims.
 
@@ -380,10 +381,6 @@ class Mesh:
 
     # -------------------------------------------------------------- lifecycle
 
-    @property
-    def closed(self):
-        return self._handle is None
-
     def close(self):
         """weft_mesh_destroy(): closes the ShardedTensors made on this mesh, detaches the
         communicators from comm(), then frees the mesh. Not collective; idempotent."""
@@ -396,19 +393,6 @@ class Mesh:
                 c.close()  # borrowed: detaches only
             h, self._handle = self._handle, None
             _errors.check(_lib.fn("weft_mesh_destroy")(h))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self):
         if self.closed:

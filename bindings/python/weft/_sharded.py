@@ -12,6 +12,7 @@ import ctypes
 import enum
 import sys
 
+from ._handle import Handle
 from . import _errors, _lib
 from ._buffers import DType, as_dtype
 from ._comm import Request
@@ -176,7 +177,7 @@ TensorView = collections.namedtuple("TensorView", "data device_type device_id dt
 TensorView.__doc__ = "weft_sharded_local(): the view the library holds (strides in elements; data None on a descriptor)."
 
 
-class ShardedTensor:
+class ShardedTensor(Handle):
     """A tensor of `global_shape` laid out on `mesh` by `layout`, with this rank's piece in
     `local` (weft_sharded_t).
 
@@ -294,28 +295,11 @@ class ShardedTensor:
 
     # -------------------------------------------------------------- lifecycle
 
-    @property
-    def closed(self):
-        return self._handle is None
-
     def close(self):
         """weft_sharded_destroy(): frees the handle; the data is the caller's and untouched."""
         h, self._handle = self._handle, None
         if h is not None:
             _errors.check(_lib.fn("weft_sharded_destroy")(h))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_handle", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self):
         local = "local %s" % (self._view.shape,) if self._view is not None else "descriptor"
