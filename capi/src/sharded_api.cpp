@@ -1,5 +1,6 @@
 // Sharded tensors and redistribution (weft/mesh.h): argument checks, then core/sharding.
 #include <algorithm>
+#include <span>
 #include <string>
 
 #include "capi/src/handles.h"
@@ -7,8 +8,9 @@
 #include "capi/src/mesh_handles.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
-#include "core/sharding/plan.h"
+#include "core/device/device_api.h"
 #include "core/sharding/host_backend.h"
+#include "core/sharding/plan.h"
 #include "core/sharding/redistribute.h"
 
 using namespace weft;
@@ -31,7 +33,7 @@ std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v) {
   return {lo, lo + static_cast<uintptr_t>(last + 1) * v.elem};
 }
 
-// The two sides of a redistribution, checked: one tensor, meshes of one parent, host memory.
+// The two sides of a redistribution, checked: one tensor, meshes of one parent.
 void check_pair(const shard::Sharded& s, const shard::Sharded& d) {
   if (s.global != d.global) {
     fail(Status::invalid_argument, "src ('%s') has global shape %s but dst ('%s') has %s; they must describe one tensor",
@@ -46,15 +48,58 @@ void check_pair(const shard::Sharded& s, const shard::Sharded& d) {
          "src's and dst's meshes were made from different parent communicators; a redistribution between two meshes "
          "needs both made from one communicator");
   }
-  if (s.on_device || d.on_device) {
-    fail(Status::unsupported, "%s's local piece is CUDA device memory; this version redistributes host memory only "
-         "(stage it through host memory)", s.on_device ? "src" : "dst");
-  }
   const auto a = span_of(s.local);
   const auto b = span_of(d.local);
   if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second) {
     fail(Status::invalid_argument, "src's and dst's local memory overlap; redistribution writes dst while reading src");
   }
+}
+
+// Whether this rank's side of a redistribution runs on the device: its local pieces are
+// device memory (gpu::route on the anchor communicator, which also refuses a mix of host and
+// device memory naming src and dst, managed memory, memory or a stream of another GPU, and a
+// stream with host memory), or are declared so (device_type WEFT_DEVICE_CUDA) and empty: such a
+// rank still takes part in the device steps. A piece declared CUDA that is host memory, or an
+// empty declared one beside a host piece, is refused.
+bool on_device_pair(Comm& anchor, const shard::Sharded& a, const shard::Sharded& b, void* stream) {
+  struct Side {
+    gpu::BufferRef ref;
+    bool declared;
+  };
+  Side sides[2];
+  size_t n = 0;
+  auto add = [&](const shard::Sharded& t, const char* name) {
+    if (!t.mesh->member()) return;  // a descriptor: no local piece
+    const auto span = span_of(t.local);
+    sides[n++] = {{t.local.base, span.second - span.first, name}, t.on_device};
+  };
+  add(a, "src");
+  add(b, "dst");
+  gpu::BufferRef refs[2];
+  for (size_t i = 0; i < n; ++i) refs[i] = sides[i].ref;
+  if (gpu::route(anchor, stream, std::span<const gpu::BufferRef>(refs, n)) == gpu::Route::device) return true;
+  // Every non-empty piece is host memory (and there is no stream).
+  const Side* declared = nullptr;
+  const Side* host = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const Side& x = sides[i];
+    const bool used = x.ref.ptr && x.ref.bytes;
+    if (x.declared && used) {
+      fail(Status::invalid_argument,
+           "%s's local piece is declared CUDA device memory (device_type WEFT_DEVICE_CUDA) but %p is host memory",
+           x.ref.name, x.ref.ptr);
+    }
+    if (x.declared) declared = &x;
+    if (used) host = &x;
+  }
+  if (!declared) return false;
+  if (host) {
+    fail(Status::unsupported,
+         "%s is host memory but %s is declared CUDA device memory (device_type WEFT_DEVICE_CUDA); on each rank src's "
+         "and dst's local pieces must be all host memory or all device memory of the communicator's GPU",
+         host->ref.name, declared->ref.name);
+  }
+  return true;
 }
 
 }  // namespace
@@ -137,7 +182,7 @@ WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst,
     weft_sharded* s = lookup_sharded(src, "src");
     weft_sharded* d = lookup_sharded(dst, "dst");
     check_pair(*s->tensor, *d->tensor);
-    if (stream) fail(Status::unsupported, "stream is not NULL; host-memory redistribution takes no stream");
+    check_writable(*d->tensor, "dst");
     const shard::Sharded a = *s->tensor;  // copies: later set_local calls do not reach queued work
     const shard::Sharded b = *d->tensor;
     if (!a.mesh->member() && !b.mesh->member()) return;  // not involved
@@ -145,6 +190,13 @@ WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst,
     std::shared_ptr<Comm> anchor = a.mesh == b.mesh ? a.mesh->whole() : a.mesh->parent();
     weft_comm proxy{kCommMagic, anchor, true};
     shard::Plan plan = shard::make_plan(a, b);
+    if (on_device_pair(*anchor, a, b, stream)) {
+      // core/device: every step queued on one stream; the request is the stream reaching the end.
+      register_device_request(&proxy, request, "redistribute",
+                              gpu::redistribute(a, b, plan, stream, request != nullptr));
+      return;
+    }
+    if (stream) fail(Status::unsupported, "stream is not NULL; host-memory redistribution takes no stream");
     launch(&proxy, request, "redistribute",
            [a, b, plan = std::move(plan)] {
              shard::HostBackend host;

@@ -17,6 +17,11 @@
 #include "core/comm/comm.h"
 #include "core/common/dtype.h"
 
+namespace weft::shard {
+struct Sharded;
+struct Plan;
+}  // namespace weft::shard
+
 namespace weft::gpu {
 
 // One buffer argument of a call, for routing: bytes == 0 (or ptr == NULL) means "not used".
@@ -98,6 +103,21 @@ struct P2POp {
 // NCCL).
 std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* operation, const std::vector<P2POp>& ops,
                              void* stream, bool want_request);
+
+// weft_redistribute on device memory (weft/mesh.h): core/sharding's algorithm over
+// redistribute_device.h's backend, `plan` made by shard::make_plan(src, dst). Collective over
+// the members of src's and dst's meshes; the caller has checked that this rank's local pieces
+// are device memory of the communicators' GPU (route()). Every step is queued on one stream:
+// `stream`, or when it is NULL the own stream of the anchor communicator (the mesh's whole
+// communicator, or between meshes their parent), ordered after the caller's work on the legacy
+// default stream. Returns a Pending when want_request; else nullptr once the work is queued (a
+// user stream: stream-ordered, as NCCL) or complete (NULL stream: waited for within the
+// anchor's deadline, the watchdog covering every communicator the steps used). Steps over a
+// communicator without NCCL are staged, which is host-driven: they are done when the call
+// returns, also with a request (whose completion then covers the device work queued after).
+// Built without CUDA: Error(unsupported).
+std::shared_ptr<Pending> redistribute(const shard::Sharded& src, const shard::Sharded& dst, const shard::Plan& plan,
+                                      void* stream, bool want_request);
 
 // Comm creation hook (core/comm/create.cpp): collective over the new communicator, while every
 // rank is inside the creating call. Picks the GPU (the parent's, else WEFT_DEVICE, else

@@ -41,6 +41,12 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>&, const char* operation
   unreachable(operation);
 }
 
+std::shared_ptr<Pending> redistribute(const shard::Sharded&, const shard::Sharded&, const shard::Plan&, void*, bool) {
+  fail(Status::unsupported,
+       "a local piece is CUDA device memory (device_type WEFT_DEVICE_CUDA), but this weft was built without CUDA "
+       "(WEFT_WITH_CUDA=OFF): pass host memory");
+}
+
 void allreduce(Launch&, const void*, void*, size_t, DType, ReduceOp) { unreachable("allreduce"); }
 void broadcast(Launch&, void*, size_t, DType, int) { unreachable("broadcast"); }
 void reduce(Launch&, const void*, void*, size_t, DType, ReduceOp, int) { unreachable("reduce"); }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "kernels/cuda/fill.h"
 #include "kernels/cuda/order_key.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/strided_copy.h"
 #include "reference.h"
 
 namespace {
@@ -342,6 +344,220 @@ TEST(CudaFill, FillsEveryElementSizeAndCopies) {
     expect_reference(std::move(got), t, n, [&](size_t) { return exactly(t, want); },
                      "fill and copy, element size " + std::to_string(e));
   }
+}
+
+// Strided views: a view of device memory is (byte offset into a buffer, shape, strides in
+// elements), as kernels::StridedView says. The expected result is the definition itself, element
+// by element: every element of dst takes the bytes of the element of src at the same index;
+// every other byte of dst's buffer (between elements, around the view) keeps its old value.
+struct ViewSpec {
+  size_t offset = 0;  // bytes from the buffer's start to element 0
+  std::vector<int64_t> shape, strides;
+};
+
+enum class Lay { contiguous, padded, transposed, broadcast };
+const char* lay_name(Lay l) {
+  switch (l) {
+    case Lay::contiguous: return "contiguous";
+    case Lay::padded: return "padded";
+    case Lay::transposed: return "transposed";
+    case Lay::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+// contiguous: row-major; padded: row-major over every extent + 1, starting one element in;
+// transposed: column-major; broadcast (sources only): row-major with stride 0 on dim 0.
+ViewSpec make_view(const std::vector<int64_t>& shape, size_t elem, Lay lay, size_t extra_offset = 0) {
+  ViewSpec v;
+  v.shape = shape;
+  const size_t nd = shape.size();
+  v.strides.assign(nd, 0);
+  int64_t st = 1;
+  if (lay == Lay::transposed) {
+    for (size_t k = 0; k < nd; ++k) {
+      v.strides[k] = st;
+      st *= shape[k];
+    }
+  } else {
+    for (size_t k = nd; k-- > 0;) {
+      v.strides[k] = st;
+      st *= shape[k] + (lay == Lay::padded ? 1 : 0);
+    }
+  }
+  if (lay == Lay::broadcast && nd > 0) v.strides[0] = 0;
+  v.offset = (lay == Lay::padded ? elem : 0) + extra_offset;
+  return v;
+}
+
+// Bytes from the buffer's start to the end of the view's last element (at least 1).
+size_t buffer_bytes(const ViewSpec& v, size_t elem) {
+  int64_t last = 0;
+  for (size_t k = 0; k < v.shape.size(); ++k) {
+    if (v.shape[k] == 0) return v.offset + 1;
+    last += (v.shape[k] - 1) * v.strides[k];
+  }
+  return v.offset + static_cast<size_t>(last + 1) * elem + 3;  // and a few bytes past it
+}
+
+weft::kernels::StridedView device_view(const DeviceBuffer& buf, const ViewSpec& v, size_t elem) {
+  weft::kernels::StridedView s;
+  s.base = buf.get<char>() + v.offset;
+  s.elem = elem;
+  s.ndim = static_cast<int>(v.shape.size());
+  for (int k = 0; k < s.ndim; ++k) {
+    s.shape[k] = v.shape[static_cast<size_t>(k)];
+    s.strides[k] = v.strides[static_cast<size_t>(k)];
+  }
+  return s;
+}
+
+// Calls f(byte offset of the element in a, in b) for every index of the common shape.
+void for_each_element(const ViewSpec& a, const ViewSpec& b, size_t elem,
+                      const std::function<void(size_t, size_t)>& f) {
+  const size_t nd = a.shape.size();
+  int64_t n = 1;
+  for (int64_t x : a.shape) n *= x;
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t c = 0; c < n; ++c) {
+    int64_t oa = 0, ob = 0;
+    for (size_t k = 0; k < nd; ++k) {
+      oa += idx[k] * a.strides[k];
+      ob += idx[k] * b.strides[k];
+    }
+    f(a.offset + static_cast<size_t>(oa) * elem, b.offset + static_cast<size_t>(ob) * elem);
+    for (size_t k = nd; k-- > 0;) {
+      if (++idx[k] < a.shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "{";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  return t + "}";
+}
+
+// One strided copy (src_fill: random bytes; zero: strided_zero of dst instead), checked byte by
+// byte over dst's whole buffer.
+void check_strided(const std::vector<int64_t>& shape, size_t elem, const ViewSpec& dv, const ViewSpec& sv,
+                   const std::string& what, bool zero = false) {
+  const size_t dbytes = buffer_bytes(dv, elem), sbytes = buffer_bytes(sv, elem);
+  DeviceBuffer dd(dbytes), ds(sbytes);
+  ASSERT_TRUE(dd.get() && ds.get()) << what;
+  const auto before = random_bytes(dbytes, 500 + dbytes);
+  const auto src = random_bytes(sbytes, 900 + sbytes);
+  dd.upload(before.data());
+  ds.upload(src.data());
+  if (zero) {
+    gpu::strided_zero(device_view(dd, dv, elem), nullptr);
+  } else {
+    gpu::strided_copy(device_view(dd, dv, elem), device_view(ds, sv, elem), nullptr);
+  }
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> want = before;
+  for_each_element(dv, sv, elem, [&](size_t d, size_t s) {
+    for (size_t b = 0; b < elem; ++b) want[d + b] = zero ? 0 : src[s + b];
+  });
+  expect_reference(dd.download(), WEFT_UINT8, dbytes, [&](size_t i) { return exactly(WEFT_UINT8, want[i]); },
+                   what + " " + shape_text(shape) + ", " + std::to_string(elem) + "-byte elements");
+  EXPECT_EQ(ds.download(), src) << what << ": the source changed";
+}
+
+TEST(CudaStridedCopy, MatchesTheDefinitionForEveryLayoutPair) {
+  WEFT_REQUIRE_GPU();
+  const Lay lays[] = {Lay::contiguous, Lay::padded, Lay::transposed};
+  // Element sizes of every dtype, and others (3 and 16 bytes: moved as bytes or wide words).
+  for (size_t elem : {1u, 2u, 4u, 8u, 3u, 16u}) {
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{5, 7}, std::vector<int64_t>{3, 4, 5},
+                                              std::vector<int64_t>{1, 6, 1}, std::vector<int64_t>{9}}) {
+      for (Lay dl : lays) {
+        for (Lay sl : lays) {
+          check_strided(shape, elem, make_view(shape, elem, dl), make_view(shape, elem, sl),
+                        std::string("dst ") + lay_name(dl) + ", src " + lay_name(sl));
+        }
+      }
+      check_strided(shape, elem, make_view(shape, elem, Lay::padded), make_view(shape, elem, Lay::broadcast),
+                    "dst padded, src broadcast (stride 0 on dim 0)");
+    }
+  }
+}
+
+TEST(CudaStridedCopy, EightDimsScalarsEmptyAndUnaligned) {
+  WEFT_REQUIRE_GPU();
+  const std::vector<int64_t> eight{2, 1, 3, 2, 1, 2, 3, 2};
+  for (size_t elem : {2u, 4u}) {
+    check_strided(eight, elem, make_view(eight, elem, Lay::padded), make_view(eight, elem, Lay::transposed),
+                  "8 dims, dst padded, src transposed");
+    check_strided(eight, elem, make_view(eight, elem, Lay::transposed), make_view(eight, elem, Lay::contiguous),
+                  "8 dims, dst transposed, src contiguous");
+  }
+  const std::vector<int64_t> scalar{};
+  check_strided(scalar, 8, make_view(scalar, 8, Lay::contiguous, 8), make_view(scalar, 8, Lay::contiguous),
+                "scalar");
+  for (const std::vector<int64_t>& empty : {std::vector<int64_t>{0}, std::vector<int64_t>{4, 0, 3}}) {
+    check_strided(empty, 4, make_view(empty, 4, Lay::padded), make_view(empty, 4, Lay::transposed), "empty");
+  }
+  // Base addresses off every word boundary: the copy falls back to narrower words, then bytes.
+  const std::vector<int64_t> rows{37, 50};
+  for (size_t off : {1u, 2u, 4u, 8u}) {
+    check_strided(rows, 4, make_view(rows, 4, Lay::padded, off), make_view(rows, 4, Lay::contiguous, 3 * off),
+                  "offset by " + std::to_string(off) + " bytes");
+  }
+}
+
+TEST(CudaStridedCopy, LargeRowsAndWholeBuffers) {
+  WEFT_REQUIRE_GPU();
+  // Rows of 256 floats 1040 bytes apart: 16-byte words; rows of 1029 floats: 4-byte words.
+  const std::vector<int64_t> wide{513, 256}, odd{1031, 1029}, whole{kLarge};
+  ViewSpec rows16 = make_view(wide, 4, Lay::contiguous);
+  rows16.strides[0] = 260;
+  check_strided(wide, 4, rows16, make_view(wide, 4, Lay::contiguous), "rows 1040 bytes apart");
+  check_strided(wide, 4, make_view(wide, 4, Lay::contiguous), rows16, "rows 1040 bytes apart, as the source");
+  check_strided(odd, 4, make_view(odd, 4, Lay::contiguous), make_view(odd, 4, Lay::padded), "padded rows");
+  check_strided(odd, 2, make_view(odd, 2, Lay::transposed), make_view(odd, 2, Lay::contiguous), "transpose");
+  check_strided(whole, 4, make_view(whole, 4, Lay::contiguous), make_view(whole, 4, Lay::contiguous),
+                "contiguous (one cudaMemcpyAsync)");
+}
+
+TEST(CudaStridedZero, ZeroesEveryElementAndNothingElse) {
+  WEFT_REQUIRE_GPU();
+  for (size_t elem : {1u, 2u, 4u, 8u, 3u}) {
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{5, 7}, std::vector<int64_t>{3, 4, 5}, std::vector<int64_t>{1031, 129}}) {
+      for (Lay l : {Lay::contiguous, Lay::padded, Lay::transposed}) {
+        const ViewSpec v = make_view(shape, elem, l);
+        check_strided(shape, elem, v, v, std::string("zero ") + lay_name(l), true);
+      }
+    }
+  }
+}
+
+TEST(CudaStridedCopy, BadArguments) {
+  WEFT_REQUIRE_GPU();
+  DeviceBuffer a(64), b(64);
+  ASSERT_TRUE(a.get() && b.get());
+  const std::vector<int64_t> s{2, 3};
+  auto va = device_view(a, make_view(s, 4, Lay::contiguous), 4);
+  auto vb = device_view(b, make_view(s, 4, Lay::contiguous), 4);
+  EXPECT_NO_THROW(gpu::strided_copy(va, vb, nullptr));
+  auto other = vb;
+  other.shape[1] = 2;
+  EXPECT_THROW(gpu::strided_copy(va, other, nullptr), weft::Error);
+  other = vb;
+  other.elem = 8;
+  EXPECT_THROW(gpu::strided_copy(va, other, nullptr), weft::Error);
+  other = vb;
+  other.strides[0] = -3;
+  EXPECT_THROW(gpu::strided_copy(va, other, nullptr), weft::Error);
+  other = vb;
+  other.ndim = weft::kernels::kMaxViewDims + 1;
+  EXPECT_THROW(gpu::strided_zero(other, nullptr), weft::Error);
+  other = vb;
+  other.base = nullptr;
+  EXPECT_THROW(gpu::strided_copy(va, other, nullptr), weft::Error);
+  WEFT_CUDA_OK(cudaDeviceSynchronize());
 }
 
 }  // namespace

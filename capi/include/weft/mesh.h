@@ -108,9 +108,11 @@ typedef enum weft_placement_kind {
  * leftmost mesh dim splits first, the next splits each of its chunks again (nested), and so on.
  * No padding is ever visible: local shapes are exact.
  *
- * PARTIAL(AVG) means the value is the mean of the terms along the mesh dim. Turning a REPLICATE
- * dim into PARTIAL keeps the value: SUM keeps it on coordinate 0 and writes zeros elsewhere;
- * AVG, MIN and MAX keep it on every rank.
+ * PARTIAL(AVG) means the value is the mean of the terms along the mesh dim (for integer dtypes
+ * the wrapped sum divided by the group size, truncated: keep terms small enough not to wrap).
+ * Turning a dim into PARTIAL keeps the value: SUM keeps it on coordinate 0 and writes zeros
+ * elsewhere; AVG, MIN and MAX keep it on every rank. A dim that is PARTIAL with the same op on
+ * both sides of a redistribution on one mesh keeps each rank's own term.
  */
 typedef struct weft_placement {
   weft_placement_kind_t kind;
@@ -149,7 +151,8 @@ typedef struct weft_sharded_config {
  * Not collective. Describes a tensor of global_shape[0..ndim) and dtype laid out on mesh by
  * placements[0..mesh ndims), with this rank's piece in `local` (caller memory, host or CUDA,
  * strided views allowed). local's shape must equal weft_mesh_local_shape for this rank and its
- * dtype must be dtype. On a descriptor mesh (this rank not a member) local must be NULL; such a
+ * dtype must be dtype (its data may be NULL when the piece is empty, e.g. a trailing chunk of
+ * an uneven split). On a descriptor mesh (this rank not a member) local must be NULL; such a
  * tensor describes the other side of a redistribution between meshes.
  * The handle keeps a copy of the view (not of the data): the memory must outlive its use.
  */
@@ -177,8 +180,16 @@ weft_status_t weft_sharded_set_local(weft_sharded_t tensor, const weft_tensor_t 
  * SHARD->REPLICATE all-gather, PARTIAL->REPLICATE all-reduce, PARTIAL->SHARD reduce-scatter,
  * SHARD(a)->SHARD(b) all-to-all, REPLICATE->SHARD and REPLICATE->PARTIAL local; moves no single
  * dim can make (and every move between meshes) exchange exactly the needed boxes point-to-point.
- * Memory: host memory (pageable or pinned); stream must be NULL. Device memory is refused with
- * WEFT_ERR_UNSUPPORTED in this version (stage it through host memory).
+ * Memory: on each rank, src's and dst's local pieces are all host memory (pageable or pinned;
+ * stream must be NULL, else WEFT_ERR_UNSUPPORTED) or all CUDA device memory of the GPU of the
+ * mesh's communicators (device_type WEFT_DEVICE_CUDA; a mix of host and device memory, managed
+ * memory or another GPU's memory is refused, naming src or dst). Every rank of the
+ * redistribution uses the same kind. Device memory: every step (copies, collectives, exchange)
+ * is queued in order on `stream`, stream-ordered as the collectives of comm.h are: with a
+ * stream the call may return before the data has moved; with a NULL stream weft uses a stream of
+ * its own (ordered after the caller's work on the legacy default stream) and the call returns
+ * when dst is written. Communicators without NCCL stage through pinned host memory, as comm.h's
+ * collectives do; their steps are done when the call returns, even with a request.
  * request: NULL = blocking, else as in comm.h. The mesh's communicators (and, between meshes,
  * the parent communicator's point-to-point) must not have other operations pending meanwhile.
  */
@@ -247,6 +258,8 @@ weft_status_t weft_checkpoint_save(weft_comm_t comm, const char *dir, const char
  * ranks) with the values stored under names[i], reading only the boxes this rank needs.
  * Errors name the file and tensor: a missing tensor, a different global shape or dtype, an index
  * that fails the FlatBuffers verifier, a truncated data file, a checksum mismatch.
+ * config: NULL or WEFT_CHECKPOINT_CONFIG_INIT (load reads no field of it today; it is there so
+ * that load options can be added without a new function).
  */
 weft_status_t weft_checkpoint_load(const char *dir, const char *const *names, const weft_sharded_t *tensors,
                                    size_t count, const weft_checkpoint_config_t *config);
