@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "redistribution.h"
+
 namespace weftbench {
 
 void check(weft_status_t st, const char* what) {
@@ -13,6 +15,7 @@ void check(weft_status_t st, const char* what) {
 }
 
 Shape shape_of(Coll c, size_t requested_bytes, size_t elem_size, int nranks) {
+  if (is_redistribution(c)) return redist_shape(c, requested_bytes, elem_size, nranks);
   const size_t n = static_cast<size_t>(nranks);
   const size_t total = requested_bytes / elem_size;
   Shape s;
@@ -37,6 +40,10 @@ Shape shape_of(Coll c, size_t requested_bytes, size_t elem_size, int nranks) {
       s.paramcount = total / n;
       s.sendcount = s.recvcount = s.count = s.paramcount * n;
       break;
+    case Coll::redist_s2r:
+    case Coll::redist_p2s:
+    case Coll::redist_s0s1:
+      break;  // above
   }
   s.bytes = s.count * elem_size;
   return s;
@@ -48,7 +55,10 @@ double bus_factor(Coll c, int nranks) {
     case Coll::allreduce: return 2.0 * (n - 1) / n;
     case Coll::allgather:
     case Coll::reduce_scatter:
-    case Coll::alltoall: return (n - 1) / n;
+    case Coll::alltoall:
+    case Coll::redist_s2r:
+    case Coll::redist_p2s:
+    case Coll::redist_s0s1: return (n - 1) / n;
     case Coll::broadcast:
     case Coll::reduce:
     case Coll::sendrecv: return 1.0;
@@ -57,10 +67,13 @@ double bus_factor(Coll c, int nranks) {
 }
 
 bool is_reduction(Coll c) {
-  return c == Coll::allreduce || c == Coll::reduce_scatter || c == Coll::reduce;
+  return c == Coll::allreduce || c == Coll::reduce_scatter || c == Coll::reduce || c == Coll::redist_p2s;
 }
 bool is_rooted(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
-bool has_inplace(Coll c) { return c != Coll::sendrecv; }
+bool has_inplace(Coll c) { return c != Coll::sendrecv && !is_redistribution(c); }
+bool is_redistribution(Coll c) {
+  return c == Coll::redist_s2r || c == Coll::redist_p2s || c == Coll::redist_s0s1;
+}
 
 void HostBuffer::Free::operator()(char* p) const { std::free(p); }
 
@@ -75,7 +88,7 @@ HostBuffer::HostBuffer(size_t bytes) {
 }
 
 Case::Case(const Comm& comm, Coll c, const DtypeInfo& t, weft_op_t op, int root, size_t max_bytes)
-    : comm_(comm), coll_(c), t_(t), op_(op), root_(root) {
+    : Bench(c, t), comm_(comm), op_(op), root_(root) {
   const int64_t per_rank = t.max_exact_int / std::max(1, comm.nranks);
   sum_range_ = std::max<int64_t>(2, std::min<int64_t>(8, per_rank));
   pattern_range_ = std::min<int64_t>(t.max_exact_int, int64_t{1} << 20) + 1;
@@ -105,6 +118,9 @@ void Case::send_recv_ptrs(const Shape& shape, bool inplace, void** send, void** 
       *recv = elem(S, self * shape.paramcount);
       break;
     case Coll::sendrecv:
+    case Coll::redist_s2r:  // RedistCase's, never a Case
+    case Coll::redist_p2s:
+    case Coll::redist_s0s1:
       break;
   }
 }
@@ -157,6 +173,10 @@ void Case::issue(const Shape& shape, bool inplace, std::vector<weft_request_t>* 
       }
       return;
     }
+    case Coll::redist_s2r:  // RedistCase's, never a Case
+    case Coll::redist_p2s:
+    case Coll::redist_s0s1:
+      throw WeftError("weft-bench: a redistribution issued as a plain collective");
   }
   if (reqs) reqs->push_back(req);
 }
@@ -266,6 +286,10 @@ size_t Case::count_wrong(const Shape& shape, bool inplace) const {
       for (size_t i = 0; i < pc; ++i) expect(r, i, input(prev, i));
       break;
     }
+    case Coll::redist_s2r:  // RedistCase's, never a Case
+    case Coll::redist_p2s:
+    case Coll::redist_s0s1:
+      break;
   }
   return wrong;
 }

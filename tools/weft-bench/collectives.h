@@ -27,6 +27,8 @@ struct Shape {
   size_t paramcount = 0;  // the count argument of the call (per-rank block where there are blocks)
   size_t count = 0;       // "count" column: the whole message in elements
   size_t bytes = 0;       // "size" column: count * element size
+  int64_t rows = 0;       // redist_*: the global 2-d tensor (redistribution.h)
+  int64_t cols = 0;
 };
 
 // nccl-tests' rule: the requested size is the whole message; collectives made of per-rank
@@ -36,8 +38,10 @@ Shape shape_of(Coll c, size_t requested_bytes, size_t elem_size, int nranks);
 double bus_factor(Coll c, int nranks);
 bool is_reduction(Coll c);
 bool is_rooted(Coll c);
-// sendrecv has no in-place form here (sending from and receiving into one buffer at once).
+// sendrecv has no in-place form here (sending from and receiving into one buffer at once), nor
+// do the redistributions (weft_redistribute refuses overlapping source and destination).
 bool has_inplace(Coll c);
+bool is_redistribution(Coll c);
 
 // Page-aligned host memory, zeroed (so pages are mapped before timing).
 class HostBuffer {
@@ -61,21 +65,42 @@ struct Comm {
   int nranks = 1;
 };
 
-// One collective with fixed dtype, op and root, on buffers large enough for every size.
-class Case {
+// What main.cpp measures: one operation with fixed dtype, op and root, on buffers large enough
+// for every size. Case (below) is a plain collective, redistribution.h's RedistCase a
+// weft_redistribute.
+class Bench {
  public:
-  Case(const Comm& comm, Coll c, const DtypeInfo& t, weft_op_t op, int root, size_t max_bytes);
+  Bench(Coll c, const DtypeInfo& t) : coll_(c), t_(t) {}
+  virtual ~Bench() = default;
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
 
+  // Called once per size before fill(): set-up that stays outside the timing (collective).
+  virtual void prepare(const Shape& /*shape*/) {}
   // Starts one operation at `shape`. reqs == nullptr: blocking. Otherwise its requests are
   // appended to *reqs (the caller waits for them).
-  void issue(const Shape& shape, bool inplace, std::vector<weft_request_t>* reqs);
+  virtual void issue(const Shape& shape, bool inplace, std::vector<weft_request_t>* reqs) = 0;
   // Writes this rank's inputs for one checked run (and poisons the outputs).
-  void fill(const Shape& shape, bool inplace);
+  virtual void fill(const Shape& shape, bool inplace) = 0;
   // Number of wrong elements in this rank's result of the run after fill().
-  size_t count_wrong(const Shape& shape, bool inplace) const;
+  virtual size_t count_wrong(const Shape& shape, bool inplace) const = 0;
 
   Coll coll() const { return coll_; }
   const DtypeInfo& dtype() const { return t_; }
+
+ protected:
+  Coll coll_;
+  const DtypeInfo& t_;
+};
+
+// One plain collective.
+class Case : public Bench {
+ public:
+  Case(const Comm& comm, Coll c, const DtypeInfo& t, weft_op_t op, int root, size_t max_bytes);
+
+  void issue(const Shape& shape, bool inplace, std::vector<weft_request_t>* reqs) override;
+  void fill(const Shape& shape, bool inplace) override;
+  size_t count_wrong(const Shape& shape, bool inplace) const override;
 
  private:
   // Value rank r holds at element i of its send buffer.
@@ -86,8 +111,6 @@ class Case {
   char* elem(char* base, size_t i) const { return base + i * t_.size; }
 
   Comm comm_;
-  Coll coll_;
-  const DtypeInfo& t_;
   weft_op_t op_;
   int root_;
   int64_t sum_range_;      // inputs of sum/avg lie in [0, sum_range_)

@@ -1,4 +1,5 @@
-// weft-bench: nccl-tests-style bandwidth benchmark of weft's collectives on host memory.
+// weft-bench: nccl-tests-style bandwidth benchmark of weft's collectives and redistributions
+// (redistribution.h) on host memory.
 //
 //   weftrun -n 2 build/bin/weft-bench -c allreduce -b 8 -e 64M -f 2 -d float -o sum -n 20 -w 5
 //
@@ -6,7 +7,7 @@
 // iteration is reduced with weft_allreduce(MAX), so the printed time is the slowest rank's.
 // Then (unless --check 0 / -c 0) one more run on fresh inputs is compared with a reference
 // computed here, and the wrong elements of all ranks are summed into #wrong.
-// Links only the public library (weft.h); rank 0 prints.
+// Links only the public library (weft.h, weft/mesh.h); rank 0 prints.
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "collectives.h"
 #include "dtypes.h"
 #include "options.h"
+#include "redistribution.h"
 
 namespace weftbench {
 namespace {
@@ -66,7 +69,7 @@ void wait_all(std::vector<weft_request_t>& reqs) {
     throw WeftError(std::string("weft_wait failed: ") + weft_status_string(first) + "\n  " + msg);
 }
 
-void run_iterations(Case& c, const Shape& shape, bool inplace, int iters, bool blocking) {
+void run_iterations(Bench& c, const Shape& shape, bool inplace, int iters, bool blocking) {
   if (blocking) {
     for (int i = 0; i < iters; ++i) c.issue(shape, inplace, nullptr);
     return;
@@ -77,7 +80,7 @@ void run_iterations(Case& c, const Shape& shape, bool inplace, int iters, bool b
   wait_all(reqs);
 }
 
-Result measure(const Comm& comm, Case& c, const Shape& shape, bool inplace, const Options& opt) {
+Result measure(const Comm& comm, Bench& c, const Shape& shape, bool inplace, const Options& opt) {
   Result res;
   c.fill(shape, inplace);
   run_iterations(c, shape, inplace, opt.warmup, opt.blocking);
@@ -211,13 +214,22 @@ int run(const Comm& comm, const Options& opt) {
     for (weft_dtype_t d : opt.dtypes) {
       const DtypeInfo& t = dtype_info(d);
       for (weft_op_t op : ops) {
-        Case c(comm, coll, t, op, opt.root, opt.max_bytes);
+        if (!redist_supports(coll, op)) {
+          if (root_rank) std::printf("#  %s %s: skipped (PARTIAL(%s) does not exist)\n", t.name, op_name(op), op_name(op));
+          continue;
+        }
+        std::unique_ptr<Bench> c;
+        if (is_redistribution(coll))
+          c = make_redistribution(comm, coll, t, op, opt.max_bytes);
+        else
+          c = std::make_unique<Case>(comm, coll, t, op, opt.root, opt.max_bytes);
         for (size_t req_bytes : sizes) {
           const Shape shape = shape_of(coll, req_bytes, t.size, comm.nranks);
-          const Result oop = measure(comm, c, shape, false, opt);
+          c->prepare(shape);
+          const Result oop = measure(comm, *c, shape, false, opt);
           Result ip;
           const bool with_ip = has_inplace(coll);
-          if (with_ip) ip = measure(comm, c, shape, true, opt);
+          if (with_ip) ip = measure(comm, *c, shape, true, opt);
           auto tally = [&totals](const Result& r) {
             totals.busbw_sum += r.busbw;
             ++totals.busbw_count;

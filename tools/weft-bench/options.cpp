@@ -25,9 +25,13 @@ const CollName kCollNames[] = {
     {"broadcast", Coll::broadcast},
     {"bcast", Coll::broadcast},             {"reduce", Coll::reduce},
     {"sendrecv", Coll::sendrecv},
+    {"redist_s2r", Coll::redist_s2r},       {"redist_p2s", Coll::redist_p2s},
+    {"redist_s0s1", Coll::redist_s0s1},
 };
+// "all": the plain collectives; "redist": the three redistributions.
 const Coll kAllColls[] = {Coll::allreduce, Coll::allgather, Coll::reduce_scatter, Coll::alltoall,
                           Coll::broadcast, Coll::reduce,    Coll::sendrecv};
+const Coll kRedistColls[] = {Coll::redist_s2r, Coll::redist_p2s, Coll::redist_s0s1};
 
 struct OpName {
   const char* name;
@@ -65,6 +69,10 @@ std::vector<Coll> parse_collectives(const std::string& s) {
       out.insert(out.end(), std::begin(kAllColls), std::end(kAllColls));
       continue;
     }
+    if (name == "redist") {
+      out.insert(out.end(), std::begin(kRedistColls), std::end(kRedistColls));
+      continue;
+    }
     bool found = false;
     for (const CollName& c : kCollNames)
       if (name == c.name) {
@@ -75,7 +83,7 @@ std::vector<Coll> parse_collectives(const std::string& s) {
     if (!found)
       throw UsageError("unknown collective '" + name +
                        "' (allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, "
-                       "sendrecv, all)");
+                       "sendrecv, all, redist_s2r, redist_p2s, redist_s0s1, redist)");
   }
   if (out.empty()) throw UsageError("no collective given");
   return out;
@@ -165,6 +173,10 @@ const char* usage_text() {
          "\n"
          "  -c, --collective LIST  allreduce, allgather, reduce_scatter, alltoall, broadcast,\n"
          "                         reduce, sendrecv, or all; comma-separated (default allreduce).\n"
+         "                         redist_s2r, redist_p2s, redist_s0s1 (or redist: the three):\n"
+         "                         weft_redistribute on a 1-d mesh of all ranks, 2-d tensor,\n"
+         "                         S(0)->R, P(op)->S(0), S(0)->S(1); sized and busbw as\n"
+         "                         allgather, reduce_scatter and alltoall respectively.\n"
          "                         -c 0 / -c 1 is nccl-tests' check flag (see --check)\n"
          "  -b, --minbytes SIZE    smallest message size, e.g. 8, 64K, 1M (default 32M)\n"
          "  -e, --maxbytes SIZE    largest message size (default 32M)\n"
@@ -187,7 +199,8 @@ const char* usage_text() {
          "Sizes follow nccl-tests: the whole message (allgather, reduce_scatter and alltoall: all\n"
          "ranks' blocks together). time is the largest per-rank average over the timed iterations;\n"
          "algbw = size / time; busbw = algbw * (allreduce 2(n-1)/n; allgather, reduce_scatter,\n"
-         "alltoall (n-1)/n; broadcast, reduce, sendrecv 1). Exit status 1 when any result is wrong.\n";
+         "alltoall and the redist_* (n-1)/n; broadcast, reduce, sendrecv 1). Exit status 1 when\n"
+         "any result is wrong.\n";
 }
 
 Options parse_options(int argc, const char* const* argv) {

@@ -11,7 +11,20 @@
 
 namespace weftbench {
 
-enum class Coll { allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, sendrecv };
+// The redist_* "collectives" are weft_redistribute calls on a 1-d mesh over all ranks
+// (redistribution.h): S(0) -> R, P(op) -> S(0) and S(0) -> S(1) of a 2-d tensor.
+enum class Coll {
+  allreduce,
+  allgather,
+  reduce_scatter,
+  alltoall,
+  broadcast,
+  reduce,
+  sendrecv,
+  redist_s2r,
+  redist_p2s,
+  redist_s0s1
+};
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
