@@ -66,8 +66,9 @@ shard::Shape read_shape(int ndim, const int64_t* shape, const char* arg) {
   return s;
 }
 
-void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& box, const char* arg,
-                     weft_sharded& out) {
+void read_local_view(const weft_tensor_t* local, shard::Sharded& t, const char* arg, weft_sharded& out) {
+  const DType dtype = t.dtype;
+  const shard::Box box = t.box_of(-1);
   if (!local) fail(Status::invalid_argument, "%s is NULL; a member of the mesh passes its local piece", arg);
   const int ndim = static_cast<int>(box.shape.size());
   const DType d = check_dtype(local->dtype, "local->dtype");
@@ -111,8 +112,8 @@ void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& 
   }
   if (numel > 0 && !local->data) fail(Status::invalid_argument, "%s->data is NULL for a non-empty piece", arg);
   v.base = static_cast<char*>(local->data) + local->byte_offset;
-  out.tensor->local = v;
-  out.tensor->on_device = dev == WEFT_DEVICE_CUDA;
+  t.local = v;
+  t.on_device = dev == WEFT_DEVICE_CUDA;
   out.view = *local;
   for (int k = 0; k < ndim; ++k) {
     out.shape[static_cast<size_t>(k)] = local->shape[k];

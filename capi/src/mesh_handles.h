@@ -5,11 +5,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "capi/src/handles.h"
 #include "core/mesh/mesh.h"
+#include "core/sharding/plan.h"
 #include "core/sharding/sharded.h"
 #include "weft/weft.h"
 
@@ -22,9 +24,20 @@ struct weft_mesh {
   weft_comm_t parent = nullptr;
 };
 
+// The plan of the last redistribution from one source into a tensor: a tensor's mesh, layout,
+// shape and dtype never change, so the plan for a given source (by serial) stays valid.
+struct PlanCache {
+  std::mutex mutex;
+  uint64_t src_serial = 0;
+  std::shared_ptr<const weft::shard::Plan> plan;
+};
+
 struct weft_sharded {
   uint64_t magic;
-  std::shared_ptr<weft::shard::Sharded> tensor;
+  // Replaced, never changed in place (weft_sharded_set_local), so queued work keeps its view.
+  std::shared_ptr<const weft::shard::Sharded> tensor;
+  uint64_t serial = 0;  // unique per handle made in this process (plan cache key)
+  std::shared_ptr<PlanCache> plans = std::make_shared<PlanCache>();
   // What weft_sharded_local hands back: the caller's view with shape and strides kept here.
   weft_tensor_t view{};
   std::array<int64_t, WEFT_TENSOR_MAX_DIMS> shape{};
@@ -52,8 +65,9 @@ shard::Shape read_shape(int ndim, const int64_t* shape, const char* arg);
 
 // Checks `local` (arg names it) against the expected dtype and local shape and copies it into
 // `out` and the handle's shape/stride storage; sets on_device for CUDA memory.
-void read_local_view(const weft_tensor_t* local, DType dtype, const shard::Box& box, const char* arg,
-                     weft_sharded& out);
+// `t` (dtype, mesh, layout set) gets the view; `out` keeps its shape and strides for
+// weft_sharded_local.
+void read_local_view(const weft_tensor_t* local, shard::Sharded& t, const char* arg, weft_sharded& out);
 
 // A tensor weft writes into must not have two elements at one address (stride 0 on a dim of
 // extent > 1, which is fine for a tensor weft only reads: a broadcast).

@@ -1,5 +1,7 @@
 // Sharded tensors and redistribution (weft/mesh.h): argument checks, then core/sharding.
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -102,6 +104,16 @@ bool on_device_pair(Comm& anchor, const shard::Sharded& a, const shard::Sharded&
   return true;
 }
 
+// The plan from s into d: made once per (source, destination) pair of handles and kept in d.
+std::shared_ptr<const shard::Plan> cached_plan(const weft_sharded& s, weft_sharded& d) {
+  std::lock_guard<std::mutex> lock(d.plans->mutex);
+  if (!d.plans->plan || d.plans->src_serial != s.serial) {
+    d.plans->plan = std::make_shared<const shard::Plan>(shard::make_plan(*s.tensor, *d.tensor));
+    d.plans->src_serial = s.serial;
+  }
+  return d.plans->plan;
+}
+
 }  // namespace
 
 extern "C" {
@@ -118,8 +130,10 @@ WEFT_API weft_status_t weft_sharded_create(weft_mesh_t mesh, int ndim, const int
            config->struct_size);
     }
     auto h = std::make_unique<weft_sharded>();
-    h->tensor = std::make_shared<shard::Sharded>();
-    shard::Sharded& t = *h->tensor;
+    static std::atomic<uint64_t> serials{0};
+    h->serial = ++serials;
+    auto made = std::make_shared<shard::Sharded>();
+    shard::Sharded& t = *made;
     t.mesh = m->mesh;
     t.global = read_shape(ndim, global_shape, "global_shape");
     t.dtype = check_dtype(dtype);
@@ -128,11 +142,12 @@ WEFT_API weft_status_t weft_sharded_create(weft_mesh_t mesh, int ndim, const int
       t.name = config->name;
     }
     if (m->mesh->member()) {
-      read_local_view(local, t.dtype, t.box_of(-1), "local", *h);
+      read_local_view(local, t, "local", *h);
     } else if (local) {
       fail(Status::invalid_argument, "local is not NULL but this rank is not a member of the mesh; a descriptor "
            "tensor has no local piece");
     }
+    h->tensor = std::move(made);
     *tensor = register_sharded(std::move(h));
   });
 }
@@ -159,13 +174,12 @@ WEFT_API weft_status_t weft_sharded_set_local(weft_sharded_t tensor, const weft_
     if (!h->tensor->mesh->member()) {
       fail(Status::invalid_argument, "tensor is a descriptor (this rank is not a member of its mesh): no local piece");
     }
-    // A copy, so a redistribution already queued keeps the view it was issued with.
+    // A new object, so a redistribution already queued keeps the view it was issued with; the
+    // handle changes only once the view is checked.
     auto t = std::make_shared<shard::Sharded>(*h->tensor);
-    weft_sharded next = *h;
-    next.tensor = t;
-    read_local_view(local, t->dtype, t->box_of(-1), "local", next);
-    next.view.shape = h->shape.data();
-    h->tensor = t;
+    weft_sharded next;
+    read_local_view(local, *t, "local", next);
+    h->tensor = std::move(t);
     h->view = next.view;
     h->shape = next.shape;
     h->strides = next.strides;
@@ -183,25 +197,27 @@ WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst,
     weft_sharded* d = lookup_sharded(dst, "dst");
     check_pair(*s->tensor, *d->tensor);
     check_writable(*d->tensor, "dst");
-    const shard::Sharded a = *s->tensor;  // copies: later set_local calls do not reach queued work
-    const shard::Sharded b = *d->tensor;
+    // Shared, never changed in place: later set_local calls do not reach queued work.
+    std::shared_ptr<const shard::Sharded> sa = s->tensor;
+    std::shared_ptr<const shard::Sharded> sb = d->tensor;
+    const shard::Sharded& a = *sa;
+    const shard::Sharded& b = *sb;
     if (!a.mesh->member() && !b.mesh->member()) return;  // not involved
     // Where the work runs: the mesh's own communicator, or between meshes the parent's.
     std::shared_ptr<Comm> anchor = a.mesh == b.mesh ? a.mesh->whole() : a.mesh->parent();
     weft_comm proxy{kCommMagic, anchor, true};
-    shard::Plan plan = shard::make_plan(a, b);
+    std::shared_ptr<const shard::Plan> plan = cached_plan(*s, *d);
     if (on_device_pair(*anchor, a, b, stream)) {
       // core/device: every step queued on one stream; the request is the stream reaching the end.
       register_device_request(&proxy, request, "redistribute",
-                              gpu::redistribute(a, b, plan, stream, request != nullptr));
+                              gpu::redistribute(a, b, *plan, stream, request != nullptr));
       return;
     }
     if (stream) fail(Status::unsupported, "stream is not NULL; host-memory redistribution takes no stream");
-    launch(&proxy, request, "redistribute",
-           [a, b, plan = std::move(plan)] {
-             shard::HostBackend host;
-             shard::redistribute(a, b, plan, host);
-           });
+    launch(&proxy, request, "redistribute", [sa = std::move(sa), sb = std::move(sb), plan = std::move(plan)] {
+      shard::HostBackend host;
+      shard::redistribute(*sa, *sb, *plan, host);
+    });
   });
 }
 

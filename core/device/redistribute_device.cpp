@@ -73,6 +73,16 @@ void DeviceBackend::collective(const std::shared_ptr<Comm>& comm, DeviceWork wor
   gpu::launch(comm, kOperation, DeviceOp::collective, stream_, false, std::move(work));
 }
 
+void DeviceBackend::allgather(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                              DType dtype) {
+  collective(comm, [&](Launch& l) { gpu::allgather(l, send, recv, count, dtype); });
+}
+
+void DeviceBackend::alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                             DType dtype) {
+  collective(comm, [&](Launch& l) { gpu::alltoall(l, send, recv, count, dtype); });
+}
+
 void DeviceBackend::allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                                const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) {
   collective(comm, [&](Launch& l) { gpu::allgatherv(l, send, sendcount, recv, counts, displs, dtype); });

@@ -32,6 +32,9 @@ class DeviceBackend final : public shard::Backend {
   char* temp(size_t bytes) override;
   void copy(const kernels::StridedView& dst, const kernels::StridedView& src) override;
   void zero(const kernels::StridedView& dst) override;
+  void allgather(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                 DType dtype) override;
+  void alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype) override;
   void allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                   const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) override;
   void allreduce(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype,

@@ -28,6 +28,12 @@ class Backend {
   virtual void zero(const kernels::StridedView& dst) = 0;
 
   // The collectives of core/collectives/collectives.h over `comm` (a mesh group).
+  // Equal pieces: the plain collectives, which may take paths (shared memory, NCCL) the
+  // v-collectives cannot.
+  virtual void allgather(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                         DType dtype) = 0;
+  virtual void alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                        DType dtype) = 0;
   virtual void allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                           const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) = 0;
   virtual void allreduce(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype,

@@ -1,5 +1,6 @@
 #include "core/sharding/host_backend.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "core/collectives/collectives.h"
@@ -7,10 +8,40 @@
 
 namespace weft::shard {
 
+namespace {
+
+// Per thread (a communicator's operations run on one thread at a time): the buffers of earlier
+// redistributions, kept for the next one. Bounded, so a one-off huge call does not pin memory
+// forever: at most kKeep buffers and kKeepBytes in all, the largest that fit kept.
+constexpr size_t kKeep = 8;
+constexpr size_t kKeepBytes = size_t{1} << 30;
+thread_local std::vector<HostBackend::Buffer> pool;
+
+}  // namespace
+
+HostBackend::~HostBackend() {
+  for (Buffer& b : temps_) pool.push_back(std::move(b));
+  if (pool.size() > kKeep) {
+    std::sort(pool.begin(), pool.end(), [](const Buffer& x, const Buffer& y) { return x.bytes > y.bytes; });
+    pool.resize(kKeep);
+  }
+  size_t total = 0;
+  std::erase_if(pool, [&](const Buffer& b) { return (total += b.bytes) > kKeepBytes; });
+}
+
 char* HostBackend::temp(size_t bytes) {
-  // A vector's heap block stays put when the outer vector grows and moves it.
-  temps_.emplace_back(bytes);
-  return temps_.back().data();
+  // The smallest pooled buffer that fits, else a new one (not zeroed).
+  auto best = pool.end();
+  for (auto it = pool.begin(); it != pool.end(); ++it) {
+    if (it->bytes >= bytes && (best == pool.end() || it->bytes < best->bytes)) best = it;
+  }
+  if (best != pool.end()) {
+    temps_.push_back(std::move(*best));
+    pool.erase(best);
+  } else {
+    temps_.push_back({std::make_unique_for_overwrite<char[]>(bytes ? bytes : 1), bytes});
+  }
+  return temps_.back().data.get();
 }
 
 void HostBackend::copy(const kernels::StridedView& dst, const kernels::StridedView& src) {
@@ -23,6 +54,15 @@ void HostBackend::zero(const kernels::StridedView& dst) {
   z.base = reinterpret_cast<char*>(const_cast<uint64_t*>(&zeros));
   for (int k = 0; k < z.ndim; ++k) z.strides[k] = 0;
   kernels::strided_copy(dst, z);
+}
+
+void HostBackend::allgather(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
+                            DType dtype) {
+  coll::allgather(*comm, send, recv, count, dtype);
+}
+
+void HostBackend::alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype) {
+  coll::alltoall(*comm, send, recv, count, dtype);
 }
 
 void HostBackend::allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,

@@ -89,7 +89,13 @@ void run_allgather(const StepRun& r, const StridedView& in, const StridedView& o
   const char* send = r.packed(in, r.before, d, 1);
   const bool direct = kernels::is_contiguous(out) && slabs(r.after, d);
   char* recv = r.landing(out, r.after, direct);
-  r.b.allgatherv(r.group, send, counts[static_cast<size_t>(r.c)], recv, counts, displs, r.t.dtype);
+  // Every member holds a piece of the same joined extent: when it divides evenly, all pieces are
+  // equal on every member alike, and the plain all-gather serves.
+  if (r.after.shape[static_cast<size_t>(d)] % r.k == 0) {
+    r.b.allgather(r.group, send, recv, counts[0], r.t.dtype);
+  } else {
+    r.b.allgatherv(r.group, send, counts[static_cast<size_t>(r.c)], recv, counts, displs, r.t.dtype);
+  }
   if (!direct) r.unpack(recv, out, r.after, d, r.k);
 }
 
@@ -137,7 +143,13 @@ void run_alltoall(const StepRun& r, const StridedView& in, const StridedView& ou
   const char* send = r.packed(in, r.before, b, r.k);
   const bool direct = kernels::is_contiguous(out) && slabs(r.after, a);
   char* recv = r.landing(out, r.after, direct);
-  r.b.alltoallv(r.group, send, sc, sd, recv, rc, rd, r.t.dtype);
+  // The joined extents of a (after) and b (before) are the same on every member of the group:
+  // when both divide evenly every block is equal everywhere, and the plain all-to-all serves.
+  if (r.after.shape[static_cast<size_t>(a)] % r.k == 0 && r.before.shape[static_cast<size_t>(b)] % r.k == 0) {
+    r.b.alltoall(r.group, send, recv, sc[0], r.t.dtype);
+  } else {
+    r.b.alltoallv(r.group, send, sc, sd, recv, rc, rd, r.t.dtype);
+  }
   if (!direct) r.unpack(recv, out, r.after, a, r.k);
 }
 
