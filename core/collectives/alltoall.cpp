@@ -34,9 +34,10 @@ const void* input_for(Comm& comm, const void* send, const void* recv, const Bloc
   return copy;
 }
 
-}  // namespace
-
-void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtype) {
+// alltoall with the input as one buffer (views NULL) or as one strided view per block. The two
+// are one collective to the other ranks: a rank may pass views while its peers pass a buffer.
+void alltoall_from(Comm& comm, const void* send, const kernels::StridedView* views, void* recv, size_t count,
+                   DType dtype) {
   Channel ch(comm, "alltoall", "pairwise");
   check_signature(ch, {"alltoall", static_cast<int>(dtype), -1, -1, count});
   if (count == 0) return;
@@ -44,12 +45,30 @@ void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtyp
   if (choose_alltoall(comm) == AlltoallAlgo::shm) {
     // The shared-memory path reads each input chunk before writing that chunk's outputs, so
     // it works in place without a copy.
-    if (shm_alltoall(ch, send, recv, count * elem)) return;
+    if (shm_alltoall(ch, send, views, recv, count * elem, elem)) return;
     choose_alltoall(comm, false);  // throws when shm was forced
     ch.set_algorithm("pairwise");
   }
   Blocks blocks = Blocks::uniform(count, comm.size());
+  if (views) {
+    // Point-to-point sends whole blocks: pack them once.
+    char* packed = static_cast<char*>(comm.scratch().get(0, count * elem * static_cast<size_t>(comm.size())));
+    for (int q = 0; q < comm.size(); ++q) {
+      kernels::copy_range_out(views[q], 0, static_cast<int64_t>(count), packed + count * elem * static_cast<size_t>(q));
+    }
+    send = packed;
+  }
   pairwise(ch, input_for(comm, send, recv, blocks, elem), blocks, recv, blocks, elem);
+}
+
+}  // namespace
+
+void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtype) {
+  alltoall_from(comm, send, nullptr, recv, count, dtype);
+}
+
+void alltoall_views(Comm& comm, const kernels::StridedView* views, void* recv, size_t count, DType dtype) {
+  alltoall_from(comm, nullptr, views, recv, count, dtype);
 }
 
 void alltoallv(Comm& comm, const void* send, const std::vector<size_t>& sendcounts,

@@ -9,6 +9,7 @@
 
 #include "core/comm/comm.h"
 #include "core/common/dtype.h"
+#include "kernels/cpu/strided_copy.h"
 
 namespace weft::coll {
 
@@ -20,6 +21,10 @@ void allgatherv(Comm& comm, const void* send, size_t sendcount, void* recv, cons
                 const std::vector<size_t>& displs, DType dtype);
 void reduce_scatter(Comm& comm, const void* send, void* recv, size_t recvcount, DType dtype, ReduceOp op);
 void alltoall(Comm& comm, const void* send, void* recv, size_t count, DType dtype);
+// alltoall whose block q (count elements) is the row-major elements of views[q], each view on
+// its own memory: the shared-memory path reads them straight into its segment, so a strided
+// block (a column block of a matrix) needs no packed copy. Matches other ranks' alltoall.
+void alltoall_views(Comm& comm, const kernels::StridedView* views, void* recv, size_t count, DType dtype);
 void alltoallv(Comm& comm, const void* send, const std::vector<size_t>& sendcounts,
                const std::vector<size_t>& sdispls, void* recv, const std::vector<size_t>& recvcounts,
                const std::vector<size_t>& rdispls, DType dtype);

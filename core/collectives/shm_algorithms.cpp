@@ -184,20 +184,25 @@ bool shm_reduce_scatter(Channel& ch, const void* send, void* recv, size_t recvco
   return true;
 }
 
-bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes) {
+bool shm_alltoall(Channel& ch, const void* send, const kernels::StridedView* views, void* recv, size_t block_bytes,
+                  size_t elem) {
   ShmContext* ctx = ch.comm().shm(ch);
   if (!ctx) return false;
   ch.set_algorithm("shm");  // only now: a declined shm path must not be reported as run
   shm::Segment& seg = ctx->segment();
   const int n = ch.size(), rank = ch.rank();
-  const size_t step = std::max<size_t>(1, seg.slot_bytes() / static_cast<size_t>(n));
+  const size_t step = std::max<size_t>(elem, seg.slot_bytes() / static_cast<size_t>(n) / elem * elem);
   CopyOut copy(block_bytes * static_cast<size_t>(n));
   for (size_t off = 0; off < block_bytes; off += step) {
     size_t len = std::min(step, block_bytes - off);
     const int set = ctx->next_set();
     for (int q = 0; q < n; ++q) {
-      std::memcpy(seg.slot(set, rank) + len * static_cast<size_t>(q),
-                  static_cast<const char*>(send) + block_bytes * static_cast<size_t>(q) + off, len);
+      char* to = seg.slot(set, rank) + len * static_cast<size_t>(q);
+      if (views) {
+        kernels::copy_range_out(views[q], static_cast<int64_t>(off / elem), static_cast<int64_t>(len / elem), to);
+      } else {
+        std::memcpy(to, static_cast<const char*>(send) + block_bytes * static_cast<size_t>(q) + off, len);
+      }
     }
     ctx->barrier(ch);
     for (int q = 0; q < n; ++q) {

@@ -10,6 +10,7 @@
 
 #include "core/collectives/reducer.h"
 #include "core/comm/channel.h"
+#include "kernels/cpu/strided_copy.h"
 
 namespace weft::coll {
 
@@ -18,7 +19,11 @@ bool shm_reduce(Channel& ch, const void* send, void* recv, size_t count, const R
 bool shm_broadcast(Channel& ch, void* buf, size_t bytes, int root);
 bool shm_allgather(Channel& ch, const void* send, void* recv, size_t block_bytes);
 bool shm_reduce_scatter(Channel& ch, const void* send, void* recv, size_t recvcount, const Reducer& red);
-bool shm_alltoall(Channel& ch, const void* send, void* recv, size_t block_bytes);
+// Block q of the input is send + q * block_bytes, or with `views` the row-major elements of
+// views[q] (read straight into the segment: no packed copy). Chunks are whole elements of
+// elem bytes, so both forms cut a block alike and ranks using either interoperate.
+bool shm_alltoall(Channel& ch, const void* send, const kernels::StridedView* views, void* recv, size_t block_bytes,
+                  size_t elem);
 bool shm_barrier(Channel& ch);
 
 }  // namespace weft::coll

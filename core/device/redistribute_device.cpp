@@ -83,6 +83,18 @@ void DeviceBackend::alltoall(const std::shared_ptr<Comm>& comm, const void* send
   collective(comm, [&](Launch& l) { gpu::alltoall(l, send, recv, count, dtype); });
 }
 
+void DeviceBackend::alltoall_views(const std::shared_ptr<Comm>& comm, const kernels::StridedView* views, void* recv,
+                                   size_t count, DType dtype) {
+  // Device collectives take one buffer: pack the blocks on the stream first.
+  const size_t elem = dtype_size(dtype);
+  const size_t n = static_cast<size_t>(comm->size());
+  char* packed = temp(count * elem * n);
+  for (size_t q = 0; q < n; ++q) {
+    copy(kernels::StridedView::contiguous(packed + q * count * elem, elem, views[q].ndim, views[q].shape), views[q]);
+  }
+  alltoall(comm, packed, recv, count, dtype);
+}
+
 void DeviceBackend::allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                                const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) {
   collective(comm, [&](Launch& l) { gpu::allgatherv(l, send, sendcount, recv, counts, displs, dtype); });

@@ -35,6 +35,8 @@ class DeviceBackend final : public shard::Backend {
   void allgather(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
                  DType dtype) override;
   void alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype) override;
+  void alltoall_views(const std::shared_ptr<Comm>& comm, const kernels::StridedView* views, void* recv, size_t count,
+                      DType dtype) override;
   void allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                   const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) override;
   void allreduce(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype,

@@ -34,6 +34,10 @@ class Backend {
                          DType dtype) = 0;
   virtual void alltoall(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count,
                         DType dtype) = 0;
+  // alltoall with block q the row-major elements of views[q] (comm's size of them): a backend
+  // that can read strided blocks directly saves packing them.
+  virtual void alltoall_views(const std::shared_ptr<Comm>& comm, const kernels::StridedView* views, void* recv,
+                              size_t count, DType dtype) = 0;
   virtual void allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                           const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) = 0;
   virtual void allreduce(const std::shared_ptr<Comm>& comm, const void* send, void* recv, size_t count, DType dtype,

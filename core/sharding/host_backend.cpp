@@ -65,6 +65,11 @@ void HostBackend::alltoall(const std::shared_ptr<Comm>& comm, const void* send, 
   coll::alltoall(*comm, send, recv, count, dtype);
 }
 
+void HostBackend::alltoall_views(const std::shared_ptr<Comm>& comm, const kernels::StridedView* views, void* recv,
+                                 size_t count, DType dtype) {
+  coll::alltoall_views(*comm, views, recv, count, dtype);
+}
+
 void HostBackend::allgatherv(const std::shared_ptr<Comm>& comm, const void* send, size_t sendcount, void* recv,
                              const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype) {
   coll::allgatherv(*comm, send, sendcount, recv, counts, displs, dtype);

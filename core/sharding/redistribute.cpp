@@ -140,15 +140,21 @@ void run_alltoall(const StepRun& r, const StridedView& in, const StridedView& ou
   std::vector<size_t> sc, sd, rc, rd;
   counts_of(r.before, b, r.k, sc, sd);
   counts_of(r.after, a, r.k, rc, rd);
-  const char* send = r.packed(in, r.before, b, r.k);
   const bool direct = kernels::is_contiguous(out) && slabs(r.after, a);
   char* recv = r.landing(out, r.after, direct);
   // The joined extents of a (after) and b (before) are the same on every member of the group:
-  // when both divide evenly every block is equal everywhere, and the plain all-to-all serves.
+  // when both divide evenly every block is equal everywhere, and the plain all-to-all serves,
+  // reading strided blocks in place where the backend can.
   if (r.after.shape[static_cast<size_t>(a)] % r.k == 0 && r.before.shape[static_cast<size_t>(b)] % r.k == 0) {
-    r.b.alltoall(r.group, send, recv, sc[0], r.t.dtype);
+    if (kernels::is_contiguous(in) && slabs(r.before, b)) {
+      r.b.alltoall(r.group, in.base, recv, sc[0], r.t.dtype);
+    } else {
+      std::vector<StridedView> blocks;
+      for (int j = 0; j < r.k; ++j) blocks.push_back(box_view(in, r.before, split_box(r.before, b, r.k, j)));
+      r.b.alltoall_views(r.group, blocks.data(), recv, sc[0], r.t.dtype);
+    }
   } else {
-    r.b.alltoallv(r.group, send, sc, sd, recv, rc, rd, r.t.dtype);
+    r.b.alltoallv(r.group, r.packed(in, r.before, b, r.k), sc, sd, recv, rc, rd, r.t.dtype);
   }
   if (!direct) r.unpack(recv, out, r.after, a, r.k);
 }

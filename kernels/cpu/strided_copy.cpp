@@ -1,5 +1,6 @@
 #include "kernels/cpu/strided_copy.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft::kernels {
@@ -89,6 +90,36 @@ StridedView StridedView::sub(const int64_t* offset, const int64_t* extent) const
   }
   if (v.numel() > 0) v.base += start * static_cast<int64_t>(elem);
   return v;
+}
+
+void copy_range_out(const StridedView& v, int64_t first, int64_t n, char* dst) {
+  if (n <= 0) return;
+  const size_t elem = v.elem;
+  if (v.ndim == 0) {
+    std::memcpy(dst, v.base, elem);
+    return;
+  }
+  // The index of element `first`, then runs along the innermost dim.
+  int64_t idx[kMaxViewDims] = {};
+  int64_t rest = first;
+  for (int k = v.ndim - 1; k >= 0; --k) {
+    idx[k] = rest % v.shape[k];
+    rest /= v.shape[k];
+  }
+  const int inner = v.ndim - 1;
+  while (n > 0) {
+    int64_t at = 0;
+    for (int k = 0; k < v.ndim; ++k) at += idx[k] * v.strides[k];
+    const int64_t run = std::min(n, v.shape[inner] - idx[inner]);
+    copy_row(dst, 1, v.base + at * static_cast<int64_t>(elem), v.strides[inner], run, elem);
+    dst += run * static_cast<int64_t>(elem);
+    n -= run;
+    idx[inner] += run;
+    for (int k = inner; k > 0 && idx[k] == v.shape[k]; --k) {
+      idx[k] = 0;
+      ++idx[k - 1];
+    }
+  }
 }
 
 bool is_contiguous(const StridedView& v) {

@@ -30,6 +30,11 @@ struct StridedView {
 // merged, so a copy whose innermost run is contiguous is a loop of memcpy calls.
 void strided_copy(const StridedView& dst, const StridedView& src);
 
+// Copies elements [first, first + n) of v, counted in row-major order, to the contiguous dst:
+// a piece of v's packed form without packing the rest (shared-memory collectives copy a view
+// chunk by chunk straight into their segment).
+void copy_range_out(const StridedView& v, int64_t first, int64_t n, char* dst);
+
 // True when the view's elements are one contiguous row-major run.
 bool is_contiguous(const StridedView& v);
 

@@ -108,3 +108,25 @@ TEST(StridedCopy, SubViewAndContiguity) {
 }
 
 }  // namespace
+
+namespace {
+
+// copy_range_out against the packed form that strided_copy makes, for every range of a view
+// with a transposed, a padded and an extent-1 dim.
+TEST(StridedCopy, RangeOutMatchesThePackedForm) {
+  std::vector<uint16_t> src(200);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i * 7 + 1);
+  const wk::StridedView v = view(reinterpret_cast<char*>(src.data()), 2, {3, 1, 5}, {1, 50, 13});
+  std::vector<uint16_t> packed(15);
+  wk::strided_copy(wk::StridedView::contiguous(packed.data(), 2, 3, v.shape), v);
+  for (int64_t first = 0; first <= 15; ++first) {
+    for (int64_t n = 0; first + n <= 15; ++n) {
+      std::vector<uint16_t> got(16, 0xffff);
+      wk::copy_range_out(v, first, n, reinterpret_cast<char*>(got.data()));
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], packed[static_cast<size_t>(first + i)]);
+      ASSERT_EQ(got[static_cast<size_t>(n)], 0xffff) << "wrote past n = " << n;
+    }
+  }
+}
+
+}  // namespace
