@@ -152,8 +152,11 @@ case_first_failure() {
 
 case_sigkill() {
   # Rank 1 dies by SIGKILL; the others (and every rank's child sleep) must be killed.
+  # Each pid file appears whole or not at all (written aside, then renamed): weftrun may stop a
+  # rank between the shell creating a file and writing its pid, which left an empty file.
   run -n 3 -- /bin/sh -c '
-    echo $$ >"$0.pid.$WEFT_RANK"; sleep 60 & echo $! >"$0.child.$WEFT_RANK"
+    echo $$ >"$0.tmp.pid.$WEFT_RANK"; mv "$0.tmp.pid.$WEFT_RANK" "$0.pid.$WEFT_RANK"
+    sleep 60 & echo $! >"$0.tmp.child.$WEFT_RANK"; mv "$0.tmp.child.$WEFT_RANK" "$0.child.$WEFT_RANK"
     [ "$WEFT_RANK" = 1 ] && kill -9 $$
     wait' "$T/p"
   expect_rc 137
