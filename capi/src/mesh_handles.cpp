@@ -114,6 +114,7 @@ void read_local_view(const weft_tensor_t* local, shard::Sharded& t, const char* 
   v.base = static_cast<char*>(local->data) + local->byte_offset;
   t.local = v;
   t.on_device = dev == WEFT_DEVICE_CUDA;
+  t.device = t.on_device ? local->device_id : -1;
   out.view = *local;
   for (int k = 0; k < ndim; ++k) {
     out.shape[static_cast<size_t>(k)] = local->shape[k];

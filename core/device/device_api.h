@@ -16,6 +16,7 @@
 
 #include "core/comm/comm.h"
 #include "core/common/dtype.h"
+#include "kernels/cpu/strided_copy.h"
 
 namespace weft::shard {
 struct Sharded;
@@ -118,6 +119,25 @@ std::shared_ptr<Pending> p2p(const std::shared_ptr<Comm>& comm, const char* oper
 // Built without CUDA: Error(unsupported).
 std::shared_ptr<Pending> redistribute(const shard::Sharded& src, const shard::Sharded& dst, const shard::Plan& plan,
                                       void* stream, bool want_request);
+
+// Staging between device and host memory for distributed checkpoints (weft/mesh.h,
+// "distributed checkpoints"; core/sharding/checkpoint_save.cpp, checkpoint_load.cpp), which
+// read and write files from host memory only. `view` is a local piece in device memory of GPU
+// `device` (weft_tensor_t device_id), any strides; `host` is view.numel() elements, contiguous
+// and row-major. Each call makes `device` current for its duration (DeviceGuard), works on the
+// legacy default stream (so it is ordered after work the caller queued there or on a blocking
+// stream; work on a non-blocking stream must be complete) and returns when done. A strided view
+// goes through a device temporary of at most 8 MiB (kernels/cuda/strided_copy.h), chunk by
+// chunk; a contiguous one is one cudaMemcpy. Built without CUDA: Error(unsupported).
+//
+// check_device_view: Error(invalid_argument) naming `name` unless the first and last bytes of
+// `view` are device memory of GPU `device` (an empty view passes, so does any device number
+// for it). Called before any data moves, so that a bad argument fails early.
+void check_device_view(const kernels::StridedView& view, int device, const char* name);
+// host <- view.
+void copy_to_host(void* host, const kernels::StridedView& view, int device);
+// view <- host; only view's elements are written.
+void copy_from_host(const kernels::StridedView& view, const void* host, int device);
 
 // Comm creation hook (core/comm/create.cpp): collective over the new communicator, while every
 // rank is inside the creating call. Picks the GPU (the parent's, else WEFT_DEVICE, else

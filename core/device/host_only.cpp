@@ -47,6 +47,19 @@ std::shared_ptr<Pending> redistribute(const shard::Sharded&, const shard::Sharde
        "(WEFT_WITH_CUDA=OFF): pass host memory");
 }
 
+namespace {
+[[noreturn]] void no_cuda(const char* name) {
+  fail(Status::unsupported,
+       "%s is declared CUDA device memory (device_type WEFT_DEVICE_CUDA), but this weft was built without CUDA "
+       "(WEFT_WITH_CUDA=OFF): pass host memory",
+       name);
+}
+}  // namespace
+
+void check_device_view(const kernels::StridedView&, int, const char* name) { no_cuda(name); }
+void copy_to_host(void*, const kernels::StridedView&, int) { no_cuda("a local piece"); }
+void copy_from_host(const kernels::StridedView&, const void*, int) { no_cuda("a local piece"); }
+
 void allreduce(Launch&, const void*, void*, size_t, DType, ReduceOp) { unreachable("allreduce"); }
 void broadcast(Launch&, void*, size_t, DType, int) { unreachable("broadcast"); }
 void reduce(Launch&, const void*, void*, size_t, DType, ReduceOp, int) { unreachable("reduce"); }

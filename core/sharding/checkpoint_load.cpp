@@ -1,9 +1,11 @@
 #include "core/sharding/checkpoint_load.h"
 
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include "core/common/status.h"
+#include "core/device/device_api.h"
 #include "core/sharding/checkpoint_files.h"
 #include "core/sharding/checkpoint_read.h"
 
@@ -37,6 +39,17 @@ void zero_fill(const kernels::StridedView& v) {
   });
 }
 
+// The stored values of `box` of tensor st into `dst` (host memory, box's shape).
+void read_into(ShardReader& reader, const StoredTensor& st, const Box& box, const kernels::StridedView& dst) {
+  for (const StoredShard& s : st.shards) {
+    const Box common = intersect(box, s.box);
+    if (common.numel() == 0) continue;
+    Shape rel(common.offset.size());
+    for (size_t k = 0; k < rel.size(); ++k) rel[k] = common.offset[k] - box.offset[k];
+    reader.read_box(st, s, common, dst.sub(rel.data(), common.shape.data()));
+  }
+}
+
 }  // namespace
 
 void checkpoint_load(const std::string& dir, const std::vector<std::string>& names,
@@ -61,11 +74,9 @@ void checkpoint_load(const std::string& dir, const std::vector<std::string>& nam
            names[i].c_str(), index_path.c_str(), dtype_name(st.dtype), describe_shape(st.shape).c_str(), i,
            dtype_name(t.dtype), describe_shape(t.global).c_str());
     }
-    if (t.on_device) {
-      fail(Status::unsupported,
-           "tensors[%zu] ('%s') is in CUDA device memory; this version loads checkpoints into host memory only "
-           "(load into host memory, then copy)",
-           i, names[i].c_str());
+    if (t.on_device && t.mesh->member()) {
+      const std::string arg = format("tensors[%zu] ('%s')", i, names[i].c_str());
+      gpu::check_device_view(t.local, t.device, arg.c_str());
     }
     check_coverage(st, index_path);
     stored[i] = &st;
@@ -77,17 +88,20 @@ void checkpoint_load(const std::string& dir, const std::vector<std::string>& nam
     if (!t.mesh->member()) continue;  // a descriptor holds no data
     const Box box = t.box_of(-1);
     if (box.numel() == 0) continue;
+    if (t.on_device) {
+      // Read into host memory (zeros for a zero term), then one copy into the device piece.
+      std::unique_ptr<char[]> staged(new char[static_cast<size_t>(box.numel()) * dtype_size(t.dtype)]());
+      const kernels::StridedView host =
+          kernels::StridedView::contiguous(staged.get(), dtype_size(t.dtype), t.ndim(), box.shape.data());
+      if (!zero_term(t)) read_into(reader, *stored[i], box, host);
+      gpu::copy_from_host(t.local, staged.get(), t.device);
+      continue;
+    }
     if (zero_term(t)) {
       zero_fill(t.local);
       continue;
     }
-    for (const StoredShard& s : stored[i]->shards) {
-      const Box common = intersect(box, s.box);
-      if (common.numel() == 0) continue;
-      Shape rel(common.offset.size());
-      for (size_t k = 0; k < rel.size(); ++k) rel[k] = common.offset[k] - box.offset[k];
-      reader.read_box(*stored[i], s, common, t.local.sub(rel.data(), common.shape.data()));
-    }
+    read_into(reader, *stored[i], box, t.local);
   }
 }
 

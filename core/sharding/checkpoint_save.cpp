@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/common/log.h"
+#include "core/device/device_api.h"
 #include "core/sharding/checkpoint_agree.h"
 #include "core/sharding/checkpoint_crc32c.h"
 #include "core/sharding/checkpoint_files.h"
@@ -49,11 +50,9 @@ std::vector<Item> prepare(const Comm& comm, const std::vector<std::string>& name
            "from comm (or from a communicator of the same ranks)",
            i, names[i].c_str());
     }
-    if (t.on_device) {
-      fail(Status::unsupported,
-           "tensors[%zu] ('%s') is in CUDA device memory; this version saves host memory only (copy it to host "
-           "memory first)",
-           i, names[i].c_str());
+    if (t.on_device && t.mesh->member()) {
+      const std::string arg = format("tensors[%zu] ('%s')", i, names[i].c_str());
+      gpu::check_device_view(t.local, t.device, arg.c_str());
     }
     items.push_back({names[i], tensors[i]});
   }
@@ -175,16 +174,40 @@ kernels::StridedView values_of(const Sharded& t, std::unique_ptr<char[]>& storag
   return reduced.local;
 }
 
+// A device tensor as a host one: its local piece copied into `staged` (contiguous). The files
+// are written from host memory, and a PARTIAL tensor is then reduced on the host like any other
+// (over the mesh's communicators, whatever memory the other members hold): the copy comes first
+// because the reduction is collective, and a member whose pieces are host memory takes the host
+// path. A failed copy is returned in *error and leaves zeros, which the reduction can still use,
+// so that the other members are not left waiting in it.
+Sharded staged_on_host(const Sharded& t, std::unique_ptr<char[]>& staged, std::optional<Error>* error) {
+  Sharded h = t;
+  h.on_device = false;
+  h.device = -1;
+  const Box box = t.box_of(-1);
+  staged.reset(new char[std::max<size_t>(static_cast<size_t>(box.numel()) * dtype_size(t.dtype), 1)]());
+  h.local = kernels::StridedView::contiguous(staged.get(), dtype_size(t.dtype), t.ndim(), box.shape.data());
+  *error = capture([&] { gpu::copy_to_host(staged.get(), t.local, t.device); });
+  return h;
+}
+
 // Step 3 + 4 on this rank: every tensor's entry for the index, with the shards it wrote. A
-// failed write stops the writing but not the reductions still to come, so the other members of
-// those meshes are not left waiting in a collective; a failed reduction stops everything (its
-// communicator is broken anyway). Returns the first error.
+// failed write (or copy of a device piece to host memory) stops the writing but not the
+// reductions still to come, so the other members of those meshes are not left waiting in a
+// collective; a failed reduction stops everything (its communicator is broken anyway). Returns
+// the first error.
 std::optional<Error> save_tensors(const std::vector<Item>& items, DataFile& file, CheckpointIndex& mine) {
   std::optional<Error> first;
   for (const Item& item : items) {
-    const Sharded& t = *item.tensor;
-    StoredTensor rec{item.name, t.dtype, t.global, {}};
-    if (t.mesh->member()) {  // a descriptor: its dtype and shape still take part in the check
+    const Sharded& given = *item.tensor;
+    StoredTensor rec{item.name, given.dtype, given.global, {}};
+    if (given.mesh->member()) {  // a descriptor: its dtype and shape still take part in the check
+      std::unique_ptr<char[]> staged;
+      std::optional<Error> stage_error;
+      // Staged where its values are needed: written here, or a term of a reduction.
+      const bool stage = given.on_device && (has_partial(given) || is_writer(given));
+      const Sharded t = stage ? staged_on_host(given, staged, &stage_error) : given;
+      if (stage_error && !first) first = stage_error;
       std::unique_ptr<char[]> storage;
       kernels::StridedView view;
       if (auto e = capture([&] { view = values_of(t, storage); })) return first ? first : e;

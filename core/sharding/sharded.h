@@ -21,6 +21,7 @@ struct Sharded {
   // This rank's piece (members only; base NULL on a descriptor or when the piece is empty).
   kernels::StridedView local;
   bool on_device = false;  // CUDA device memory (weft_tensor_t device_type WEFT_DEVICE_CUDA)
+  int device = -1;         // its GPU when on_device (weft_tensor_t device_id)
 
   int ndim() const { return static_cast<int>(global.size()); }
   // The box held by mesh member pos (this rank's when pos < 0).

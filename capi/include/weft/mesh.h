@@ -230,6 +230,15 @@ weft_status_t weft_redistribute_plan(weft_sharded_t src, weft_sharded_t dst, wef
  * FlatBuffers index (core/schema/checkpoint.fbs) listing every tensor (name, dtype, global
  * shape) and the box of every stored shard (offset, shape, file, byte offset, CRC-32C).
  * Replicated shards are stored once; PARTIAL tensors are reduced before they are written.
+ *
+ * Local pieces may be host memory or CUDA device memory (device_type WEFT_DEVICE_CUDA, any
+ * strides), also mixed across ranks and tensors. A device piece must be device memory of GPU
+ * device_id (else WEFT_ERR_INVALID_ARGUMENT, before any data moves); it is staged through host
+ * memory: save copies it (on that GPU, on the legacy default stream, so work queued there or on
+ * a blocking stream is waited for; work on a non-blocking stream must be complete) into a host
+ * buffer of its size and writes from there, a PARTIAL one is reduced on the host afterwards;
+ * load reads into a host buffer and copies that into the piece, and returns once the piece holds
+ * it. A weft built without CUDA refuses device pieces with WEFT_ERR_UNSUPPORTED.
  */
 
 typedef struct weft_checkpoint_config {
