@@ -75,9 +75,46 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
   return ~crc_software(c, p, n);
 }
 
+namespace {
+uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  while (vec) {
+    if (vec & 1) sum ^= *mat;
+    vec >>= 1;
+    ++mat;
+  }
+  return sum;
+}
+void gf2_square(uint32_t* sq, const uint32_t* mat) {
+  for (int n = 0; n < 32; ++n) sq[n] = gf2_times(mat, mat[n]);
+}
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+  if (len2 == 0) return crc1;
+  uint32_t even[32], odd[32];
+  odd[0] = kPoly;
+  uint32_t row = 1;
+  for (int n = 1; n < 32; ++n) {
+    odd[n] = row;
+    row <<= 1;
+  }
+  gf2_square(even, odd);
+  gf2_square(odd, even);
+  do {
+    gf2_square(even, odd);
+    if (len2 & 1) crc1 = gf2_times(even, crc1);
+    len2 >>= 1;
+    if (!len2) break;
+    gf2_square(odd, even);
+    if (len2 & 1) crc1 = gf2_times(odd, crc1);
+    len2 >>= 1;
+  } while (len2);
+  return crc1 ^ crc2;
+}
+
 void ChunkedCrc::feed(const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
-  whole_ = crc32c(whole_, p, n);
   while (n > 0) {
     const size_t take = static_cast<size_t>(std::min<uint64_t>(n, chunk_bytes_ - in_chunk_));
     current_ = crc32c(current_, p, take);
@@ -85,6 +122,7 @@ void ChunkedCrc::feed(const void* data, size_t n) {
     p += take;
     n -= take;
     if (in_chunk_ == chunk_bytes_) {
+      whole_ = crc32c_combine(whole_, current_, in_chunk_);
       chunks_.push_back(current_);
       current_ = 0;
       in_chunk_ = 0;

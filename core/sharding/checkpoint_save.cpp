@@ -23,7 +23,7 @@ namespace weft::shard {
 namespace {
 
 // Non-contiguous local views are packed through a staging buffer of this size.
-constexpr int64_t kStageBytes = int64_t{8} << 20;
+constexpr int64_t kStageBytes = int64_t{1} << 20;
 // Shards start at multiples of this in their data file (cache lines; room for O_DIRECT later).
 constexpr uint64_t kShardAlign = 64;
 

@@ -85,6 +85,21 @@ TEST(Crc32c, ChunkedMatchesPieces) {
   }
 }
 
+// crc32c_combine (which builds the whole-shard CRC from the chunk CRCs) against crc32c of the
+// concatenation, for split points across lengths 0 .. 3 KiB of varied bytes.
+TEST(Crc32c, CombineEqualsTheCrcOfTheConcatenation) {
+  std::vector<unsigned char> b(3072);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>((i * 131 + 7) ^ (i >> 5));
+  for (size_t n : {size_t{0}, size_t{1}, size_t{9}, size_t{1000}, size_t{3072}}) {
+    for (size_t cut : {size_t{0}, n / 3, n / 2, n}) {
+      const uint32_t whole = weft::shard::crc32c(0, b.data(), n);
+      const uint32_t a = weft::shard::crc32c(0, b.data(), cut);
+      const uint32_t c = weft::shard::crc32c(0, b.data() + cut, n - cut);
+      EXPECT_EQ(weft::shard::crc32c_combine(a, c, n - cut), whole) << "n " << n << " cut " << cut;
+    }
+  }
+}
+
 TEST(CheckpointFiles, OnlyASavesOwnNamesAreRemovable) {
   EXPECT_TRUE(is_checkpoint_file_name(data_file_name("00ff", 12)));
   EXPECT_TRUE(is_checkpoint_file_name(temp_index_name("abc123")));
