@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Tests of the mesh.h family: placements, a one-rank mesh, sharded tensors, redistribution,
@@ -285,23 +282,7 @@ func TestMeshMultiRank(t *testing.T) {
 		meshChild(t)
 		return
 	}
-	weftrun := os.Getenv("WEFTRUN")
-	if weftrun == "" {
-		_, file, _, _ := runtime.Caller(0)
-		weftrun = filepath.Join(filepath.Dir(file), "..", "..", "build", "bin", "weftrun")
-	}
-	if _, err := os.Stat(weftrun); err != nil {
-		t.Fatalf("weftrun not found at %s (build weft, or set WEFTRUN): %v", weftrun, err)
-	}
-	start := time.Now()
-	cmd := exec.Command(weftrun, "-n", "4", "--timeout", "120", os.Args[0], "-test.run", "^TestMeshMultiRank$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "WEFT_GO_MESH_CHILD=1", "WEFT_TIMEOUT=60")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	err := cmd.Run()
-	t.Logf("weftrun -n 4 finished in %.1f s", time.Since(start).Seconds())
-	if err != nil {
-		t.Fatalf("a rank failed (see its output above): %v", err)
-	}
+	runUnderWeftrun(t, 4, "TestMeshMultiRank", "WEFT_GO_MESH_CHILD")
 }
 
 func global(shape []int, salt int) []float64 {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,13 @@ func TestMultiRank(t *testing.T) {
 		multiRankChild(t)
 		return
 	}
+	runUnderWeftrun(t, 3, "TestMultiRank", "WEFT_GO_MULTIRANK_CHILD")
+}
+
+// runUnderWeftrun re-runs this test binary's test `name` under `weftrun -n ranks` with
+// childEnv=1 set (the test then runs its per-rank body) and fails t when any rank fails.
+// weftrun: $WEFTRUN, else the repository's build/bin/weftrun.
+func runUnderWeftrun(t *testing.T, ranks int, name, childEnv string) {
 	weftrun := os.Getenv("WEFTRUN")
 	if weftrun == "" {
 		_, file, _, _ := runtime.Caller(0)
@@ -29,11 +37,12 @@ func TestMultiRank(t *testing.T) {
 		t.Fatalf("weftrun not found at %s (build weft, or set WEFTRUN): %v", weftrun, err)
 	}
 	start := time.Now()
-	cmd := exec.Command(weftrun, "-n", "3", "--timeout", "120", os.Args[0], "-test.run", "^TestMultiRank$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "WEFT_GO_MULTIRANK_CHILD=1", "WEFT_TIMEOUT=60")
+	n := strconv.Itoa(ranks)
+	cmd := exec.Command(weftrun, "-n", n, "--timeout", "120", os.Args[0], "-test.run", "^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "WEFT_TIMEOUT=60")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	err := cmd.Run()
-	t.Logf("weftrun -n 3 finished in %.1f s", time.Since(start).Seconds())
+	t.Logf("weftrun -n %d finished in %.1f s", ranks, time.Since(start).Seconds())
 	if err != nil {
 		t.Fatalf("a rank failed (see its output above): %v", err)
 	}
