@@ -22,5 +22,6 @@
 #include "common.h" /* version, status, dtypes, reduction ops */
 #include "comm.h"   /* communicators, requests, collectives, point-to-point */
 #include "mesh.h"   /* meshes, layouts, sharded tensors, redistribution, checkpoints */
+#include "training.h" /* gradient bucketer, ZeRO, tensor/sequence/context-parallel communication */
 
 #endif /* WEFT_WEFT_H */

@@ -1,0 +1,151 @@
+#include "core/training/bucketer.h"
+
+#include <cstring>
+
+#include "core/collectives/collectives.h"
+#include "core/common/status.h"
+#include "core/training/agreement.h"
+
+namespace weft::training {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+std::vector<size_t> Bucketer::assign(const std::vector<GradSpec>& grads, size_t bucket_bytes) {
+  std::vector<size_t> out(grads.size());
+  size_t bucket = 0, bytes = 0;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const size_t b = grads[i].count * dtype_size(grads[i].dtype);
+    const bool new_dtype = i > 0 && grads[i].dtype != grads[i - 1].dtype;
+    if (i > 0 && (new_dtype || bytes + b > bucket_bytes)) {
+      ++bucket;
+      bytes = 0;
+    }
+    out[i] = bucket;
+    bytes += b;
+  }
+  return out;
+}
+
+Bucketer::Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std::vector<size_t> bucket_of,
+                   size_t bucket_bytes, const ReduceSpec& spec)
+    : comm_(std::move(comm)), grads_(std::move(grads)), spec_(spec) {
+  grad_bucket_ = bucket_of.empty() ? assign(grads_, bucket_bytes) : std::move(bucket_of);
+  grad_offset_.resize(grads_.size());
+  marked_.assign(grads_.size(), 0);
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    const size_t b = grad_bucket_[i];
+    if (b > buckets_.size()) fail(Status::invalid_argument, "bucket_of[%zu] = %zu leaves bucket %zu empty", i, b, buckets_.size());
+    if (b == buckets_.size()) {
+      buckets_.emplace_back();
+      buckets_.back().dtype = grads_[i].dtype;
+    }
+    Bucket& k = buckets_[b];
+    if (k.dtype != grads_[i].dtype) {
+      fail(Status::invalid_argument, "bucket %zu mixes dtypes: %s is %s, %s is %s", b, grads_[i].name.c_str(),
+           dtype_name(grads_[i].dtype), grads_[k.grads.front()].name.c_str(), dtype_name(k.dtype));
+    }
+    grad_offset_[i] = k.count;
+    k.count += grads_[i].count;
+    k.grads.push_back(i);
+  }
+  const int n = comm_->size();
+  for (Bucket& k : buckets_) {
+    k.chunk = chunk_of(k.count, n);
+    k.data.assign(k.chunk * static_cast<size_t>(n) * dtype_size(k.dtype), 0);
+    if (spec_.kind == Reduction::reduce_scatter) k.shard.assign(k.chunk * dtype_size(k.dtype), 0);
+    k.pending = k.grads.size();
+  }
+  check_agreement();
+}
+
+Bucketer::~Bucketer() { wait_all_quietly(); }
+
+void Bucketer::check_agreement() const {
+  std::vector<uint64_t> keys(grads_.size());
+  for (size_t i = 0; i < grads_.size(); ++i) keys[i] = key_of({grads_[i].count, static_cast<uint64_t>(grads_[i].dtype), grad_bucket_[i]});
+  const std::vector<uint64_t> header = {grads_.size(), static_cast<uint64_t>(spec_.kind), static_cast<uint64_t>(spec_.wire),
+                                        static_cast<uint64_t>(spec_.op)};
+  training::check_agreement(*comm_, "bucketer", header, keys, [this](size_t i) { return grads_[i].name; });
+}
+
+void Bucketer::mark_ready(size_t grad, const void* data) {
+  const GradSpec& g = grads_[grad];
+  if (data != g.data) {
+    fail(Status::invalid_argument, "%s (gradient %zu) is at %p now but was registered at %p: gradients must keep their address",
+         g.name.c_str(), grad, data, g.data);
+  }
+  if (marked_[grad]) fail(Status::invalid_argument, "%s (gradient %zu) was marked ready twice in one step", g.name.c_str(), grad);
+  marked_[grad] = 1;
+  Bucket& k = buckets_[grad_bucket_[grad]];
+  const size_t esize = dtype_size(k.dtype);
+  if (g.count) std::memcpy(k.data.data() + grad_offset_[grad] * esize, g.data, g.count * esize);
+  if (--k.pending == 0 && grad_bucket_[grad] > next_launch_) ++late_;
+  launch_ready();
+}
+
+void Bucketer::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& k = buckets_[next_launch_++];
+    ReduceSpec spec = spec_;
+    spec.dtype = k.dtype;
+    step_bytes_ += reduction_volume(spec, k.chunk, comm_->size()).bytes;
+    void* data = k.data.data();
+    void* shard = k.shard.empty() ? nullptr : k.shard.data();
+    const size_t chunk = k.chunk;
+    Comm* c = comm_.get();
+    k.task = start_on(comm_, [c, spec, data, chunk, shard] { reduce_bucket(*c, spec, data, chunk, shard); });
+  }
+}
+
+void Bucketer::finish() {
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    if (!marked_[i]) {
+      fail(Status::invalid_argument, "%s (gradient %zu) was never marked ready this step", grads_[i].name.c_str(), i);
+    }
+  }
+  const auto start = Clock::now();
+  for (Bucket& k : buckets_) {
+    k.task->wait();
+  }
+  stats_.exposed_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+  // Reset before rethrowing, so a failed step does not leave half of the next one marked.
+  std::vector<std::shared_ptr<Task>> tasks;
+  for (Bucket& k : buckets_) {
+    tasks.push_back(std::move(k.task));
+    k.pending = k.grads.size();
+  }
+  std::fill(marked_.begin(), marked_.end(), 0);
+  next_launch_ = 0;
+  stats_.launched_late = late_;
+  late_ = 0;
+  stats_.wire_bytes = step_bytes_;
+  step_bytes_ = 0;
+  ++stats_.steps;
+  for (auto& t : tasks) t->rethrow();
+  if (spec_.kind != Reduction::allreduce) return;
+  for (size_t i = 0; i < grads_.size(); ++i) {
+    const Bucket& k = buckets_[grad_bucket_[i]];
+    const size_t esize = dtype_size(k.dtype);
+    if (grads_[i].count) std::memcpy(grads_[i].data, k.data.data() + grad_offset_[i] * esize, grads_[i].count * esize);
+  }
+}
+
+const void* Bucketer::shard(size_t b, size_t* offset, size_t* count) const {
+  const Bucket& k = buckets_[b];
+  const size_t begin = std::min(k.count, k.chunk * static_cast<size_t>(comm_->rank()));
+  *offset = begin;
+  *count = std::min(k.count - begin, k.chunk);
+  return k.shard.data();
+}
+
+void Bucketer::wait_all_quietly() noexcept {
+  for (Bucket& k : buckets_) {
+    if (k.task) k.task->wait();
+  }
+}
+
+}  // namespace weft::training

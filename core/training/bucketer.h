@@ -1,0 +1,85 @@
+// The gradient bucketer (weft/training.h, "gradient bucketer"): gradients grouped into flat
+// buckets in the order backward produces them; a bucket is copied in and its reduction queued
+// as soon as it and every earlier bucket are complete, so communication overlaps the rest of
+// backward; finish() waits and writes the results back. Host memory.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/comm/comm.h"
+#include "core/comm/executor.h"
+#include "core/training/reduction.h"
+
+namespace weft::training {
+
+struct GradSpec {
+  void* data = nullptr;
+  size_t count = 0;
+  DType dtype = DType::f32;
+  std::string name;
+};
+
+struct BucketerStats {
+  uint64_t steps = 0;
+  uint64_t wire_bytes = 0;
+  uint64_t exposed_ns = 0;
+  uint64_t launched_late = 0;
+};
+
+class Bucketer {
+ public:
+  // bucket_of: each gradient's bucket (0.. without gaps; empty = by bucket_bytes). Collective over
+  // comm (checks every rank registered the same gradients and buckets); run it on comm's
+  // executor.
+  Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std::vector<size_t> bucket_of,
+           size_t bucket_bytes, const ReduceSpec& spec);
+  ~Bucketer();
+  Bucketer(const Bucketer&) = delete;
+  Bucketer& operator=(const Bucketer&) = delete;
+
+  // Consecutive gradients up to bucket_bytes (a new bucket also where the dtype changes).
+  static std::vector<size_t> assign(const std::vector<GradSpec>& grads, size_t bucket_bytes);
+
+  size_t num_grads() const { return grads_.size(); }
+  size_t num_buckets() const { return buckets_.size(); }
+  bool scatters() const { return spec_.kind == Reduction::reduce_scatter; }
+  size_t bucket_of(size_t grad) const { return grad_bucket_[grad]; }
+  size_t offset_of(size_t grad) const { return grad_offset_[grad]; }
+  void mark_ready(size_t grad, const void* data);
+  void finish();
+  // REDUCE_SCATTER: this rank's chunk of bucket b after finish (elements [offset, offset+count)).
+  const void* shard(size_t b, size_t* offset, size_t* count) const;
+  DType bucket_dtype(size_t b) const { return buckets_[b].dtype; }
+  const BucketerStats& stats() const { return stats_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> grads;  // in list order
+    DType dtype = DType::f32;
+    size_t count = 0;           // real elements
+    size_t chunk = 0;           // per rank (torch.chunk's rule)
+    std::vector<char> data;     // nranks * chunk elements, zero padded
+    std::vector<char> shard;    // reduce_scatter: chunk elements
+    size_t pending = 0;         // gradients not yet marked this step
+    std::shared_ptr<Task> task;
+  };
+  void check_agreement() const;
+  void launch_ready();
+  void wait_all_quietly() noexcept;
+
+  std::shared_ptr<Comm> comm_;
+  std::vector<GradSpec> grads_;
+  ReduceSpec spec_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> grad_bucket_, grad_offset_;
+  std::vector<char> marked_;
+  size_t next_launch_ = 0;
+  uint64_t late_ = 0;  // buckets complete this step while an earlier one was not
+  BucketerStats stats_;
+  uint64_t step_bytes_ = 0;
+};
+
+}  // namespace weft::training
