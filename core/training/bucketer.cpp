@@ -81,8 +81,6 @@ void Bucketer::mark_ready(size_t grad, const void* data) {
   if (marked_[grad]) fail(Status::invalid_argument, "%s (gradient %zu) was marked ready twice in one step", g.name.c_str(), grad);
   marked_[grad] = 1;
   Bucket& k = buckets_[grad_bucket_[grad]];
-  const size_t esize = dtype_size(k.dtype);
-  if (g.count) std::memcpy(k.data.data() + grad_offset_[grad] * esize, g.data, g.count * esize);
   if (--k.pending == 0 && grad_bucket_[grad] > next_launch_) ++late_;
   launch_ready();
 }
@@ -93,11 +91,31 @@ void Bucketer::launch_ready() {
     ReduceSpec spec = spec_;
     spec.dtype = k.dtype;
     step_bytes_ += reduction_volume(spec, k.chunk, comm_->size()).bytes;
-    void* data = k.data.data();
-    void* shard = k.shard.empty() ? nullptr : k.shard.data();
-    const size_t chunk = k.chunk;
+    // Copying in and out happens on the communicator's worker too, so the caller's thread goes
+    // straight back to backward (the gradients stay untouched until finish(), by contract).
     Comm* c = comm_.get();
-    k.task = start_on(comm_, [c, spec, data, chunk, shard] { reduce_bucket(*c, spec, data, chunk, shard); });
+    const Bucket* kp = &k;
+    k.task = start_on(comm_, [this, c, spec, kp] { reduce(*c, spec, *kp); });
+  }
+}
+
+void Bucketer::reduce(Comm& c, const ReduceSpec& spec, const Bucket& k) const {
+  const size_t esize = dtype_size(k.dtype);
+  const bool allreduce = spec.kind == Reduction::allreduce;
+  if (allreduce && spec.wire == kernels::WireFormat::native && k.grads.size() == 1) {
+    // A bucket of one gradient needs no bucket: all-reduce it where it is.
+    const GradSpec& g = grads_[k.grads[0]];
+    coll::allreduce(c, g.data, g.data, g.count, k.dtype, spec.op);
+    return;
+  }
+  char* data = const_cast<char*>(k.data.data());
+  for (size_t i : k.grads) {
+    if (grads_[i].count) std::memcpy(data + grad_offset_[i] * esize, grads_[i].data, grads_[i].count * esize);
+  }
+  reduce_bucket(c, spec, data, k.chunk, k.shard.empty() ? nullptr : const_cast<char*>(k.shard.data()));
+  if (!allreduce) return;
+  for (size_t i : k.grads) {
+    if (grads_[i].count) std::memcpy(grads_[i].data, data + grad_offset_[i] * esize, grads_[i].count * esize);
   }
 }
 
@@ -126,12 +144,6 @@ void Bucketer::finish() {
   step_bytes_ = 0;
   ++stats_.steps;
   for (auto& t : tasks) t->rethrow();
-  if (spec_.kind != Reduction::allreduce) return;
-  for (size_t i = 0; i < grads_.size(); ++i) {
-    const Bucket& k = buckets_[grad_bucket_[i]];
-    const size_t esize = dtype_size(k.dtype);
-    if (grads_[i].count) std::memcpy(grads_[i].data, k.data.data() + grad_offset_[i] * esize, grads_[i].count * esize);
-  }
 }
 
 const void* Bucketer::shard(size_t b, size_t* offset, size_t* count) const {

@@ -1,7 +1,7 @@
 // The gradient bucketer (weft/training.h, "gradient bucketer"): gradients grouped into flat
-// buckets in the order backward produces them; a bucket is copied in and its reduction queued
-// as soon as it and every earlier bucket are complete, so communication overlaps the rest of
-// backward; finish() waits and writes the results back. Host memory.
+// buckets in the order backward produces them; as soon as a bucket and every earlier one are
+// complete, its copy-in, reduction and copy-out are queued on the communicator's worker, so
+// communication overlaps the rest of backward; finish() waits for them. Host memory.
 #pragma once
 
 #include <chrono>
@@ -67,6 +67,8 @@ class Bucketer {
     std::shared_ptr<Task> task;
   };
   void check_agreement() const;
+  // One bucket's work on the communicator's worker: copy in, reduce, copy out.
+  void reduce(Comm& c, const ReduceSpec& spec, const Bucket& k) const;
   void launch_ready();
   void wait_all_quietly() noexcept;
 
