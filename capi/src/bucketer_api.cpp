@@ -5,6 +5,7 @@
 #include "capi/src/shim.h"
 #include "capi/src/training_handles.h"
 #include "capi/src/validate.h"
+#include "core/device/device_api.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -45,11 +46,23 @@ WEFT_API weft_status_t weft_bucketer_create(weft_comm_t comm, const weft_tensor_
     for (size_t i = 0; i < ngrads; ++i) {
       const std::string name = item_name(c.names, i, "grad");
       const std::string arg = std::string("grads[").append(std::to_string(i)).append("]");
-      specs[i].count = contiguous_host_count(grads[i], arg.c_str());
+      specs[i].count = contiguous_count(grads[i], arg.c_str(), true);
       specs[i].dtype = check_dtype(grads[i].dtype, (arg + ".dtype").c_str());
       if (!dtype_is_float(specs[i].dtype)) fail(Status::invalid_argument, "%s (%s) is %s; gradients are floating point", arg.c_str(), name.c_str(), dtype_name(specs[i].dtype));
       specs[i].data = static_cast<char*>(grads[i].data) + grads[i].byte_offset;
       specs[i].name = name;
+      // Where it lives decides its bucket's path (gpu::route: device memory of comm's GPU, or
+      // host memory; anything else is refused, naming the gradient).
+      // An empty gradient has no memory to look at: its device_type says.
+      const size_t bytes = specs[i].count * dtype_size(specs[i].dtype);
+      specs[i].on_device = enum_bits(grads[i].device_type) == WEFT_DEVICE_CUDA;
+      if (bytes) {
+        const bool device = gpu::route(*h->comm, nullptr, {{specs[i].data, bytes, arg.c_str()}}) == gpu::Route::device;
+        if (device != specs[i].on_device) {
+          fail(Status::invalid_argument, "%s (%s): device_type says %s memory, but its data is %s memory", arg.c_str(),
+               name.c_str(), specs[i].on_device ? "device" : "host", device ? "device" : "host");
+        }
+      }
       read_wire(c.wire, specs[i].dtype, "config");
       if (c.bucket_of) bucket_of.push_back(c.bucket_of[i]);
     }
@@ -99,17 +112,19 @@ WEFT_API weft_status_t weft_bucketer_bucket_of(weft_bucketer_t bucketer, size_t 
 WEFT_API weft_status_t weft_bucketer_mark_ready(weft_bucketer_t bucketer, size_t grad, const void* data, void* stream) {
   return guarded(__func__, [&] {
     weft_bucketer* b = lookup_bucketer(bucketer, "bucketer");
-    if (stream) fail(Status::unsupported, "stream is set: the bucketer's gradients are host memory (stream must be NULL)");
     if (grad >= b->bucketer->num_grads()) fail(Status::invalid_argument, "grad = %zu; the bucketer has %zu gradients", grad, b->bucketer->num_grads());
+    if (stream && !b->bucketer->grad_on_device(grad)) {
+      fail(Status::unsupported, "stream is set but gradient %zu is host memory (stream must be NULL)", grad);
+    }
     b->comm->throw_if_unusable();
-    b->bucketer->mark_ready(grad, data);
+    b->bucketer->mark_ready(grad, data, stream);
   });
 }
 
 WEFT_API weft_status_t weft_bucketer_finish(weft_bucketer_t bucketer, void* stream) {
   return guarded(__func__, [&] {
     weft_bucketer* b = lookup_bucketer(bucketer, "bucketer");
-    if (stream) fail(Status::unsupported, "stream is set: the bucketer's gradients are host memory (stream must be NULL)");
+    (void)stream;  // finish() returns when every result is written, so any later work sees them
     b->bucketer->finish();
   });
 }
@@ -125,7 +140,9 @@ WEFT_API weft_status_t weft_bucketer_shard(weft_bucketer_t bucketer, size_t buck
     b->shard_extent.assign(1, static_cast<int64_t>(count));
     *shard = weft_tensor_t{};
     shard->data = const_cast<void*>(data);
-    shard->device_type = WEFT_DEVICE_CPU;
+    const bool dev = b->bucketer->bucket_on_device(bucket);
+    shard->device_type = dev ? WEFT_DEVICE_CUDA : WEFT_DEVICE_CPU;
+    shard->device_id = dev ? gpu::device_id(*b->comm) : 0;
     shard->ndim = 1;
     shard->dtype = static_cast<weft_dtype_t>(b->bucketer->bucket_dtype(bucket));
     shard->shape = b->shard_extent.data();

@@ -52,14 +52,15 @@ int mesh_dim_named(const mesh::Mesh& mesh, const char* name, const char* arg) {
   fail(Status::invalid_argument, "%s = '%s' is not a dim of the mesh (dims: %s)", arg, name, all.c_str());
 }
 
-size_t contiguous_host_count(const weft_tensor_t& t, const char* arg) {
+size_t contiguous_count(const weft_tensor_t& t, const char* arg, bool allow_device) {
   if (t.ndim < 0 || t.ndim > WEFT_TENSOR_MAX_DIMS) {
     fail(Status::invalid_argument, "%s.ndim = %d is outside 0..%d", arg, t.ndim, WEFT_TENSOR_MAX_DIMS);
   }
   if (t.ndim > 0 && !t.shape) fail(Status::invalid_argument, "%s.shape is NULL with ndim %d", arg, t.ndim);
   const int dev = enum_bits(t.device_type);
-  if (dev != WEFT_DEVICE_CPU && dev != WEFT_DEVICE_CUDA_HOST) {
-    fail(Status::unsupported, "%s is device memory (device_type %d): this call takes host memory", arg, dev);
+  if (dev != WEFT_DEVICE_CPU && dev != WEFT_DEVICE_CUDA_HOST && !(allow_device && dev == WEFT_DEVICE_CUDA)) {
+    fail(dev == WEFT_DEVICE_CUDA ? Status::unsupported : Status::invalid_argument,
+         "%s has device_type %d: this call takes host memory (WEFT_DEVICE_CPU or WEFT_DEVICE_CUDA_HOST)", arg, dev);
   }
   size_t count = 1;
   for (int d = 0; d < t.ndim; ++d) {

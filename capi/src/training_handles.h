@@ -44,9 +44,9 @@ void unregister_zero(weft_zero_t h);
 kernels::WireFormat read_wire(const weft_wire_format_t& wire, DType dtype, const char* what);
 // The mesh dim called `name` (arg names it in messages).
 int mesh_dim_named(const mesh::Mesh& mesh, const char* name, const char* arg);
-// A contiguous host tensor's element count (arg names it); refuses strides that are not
-// row-major and device memory.
-size_t contiguous_host_count(const weft_tensor_t& t, const char* arg);
+// A contiguous tensor's element count (arg names it); refuses strides that are not row-major,
+// and device memory unless allow_device.
+size_t contiguous_count(const weft_tensor_t& t, const char* arg, bool allow_device = false);
 // "names[i]" when names is non-NULL and names[i] is, else fallback + "[i]".
 std::string item_name(const char* const* names, size_t i, const char* fallback);
 

@@ -107,7 +107,7 @@ WEFT_API weft_status_t weft_zero_create(weft_mesh_t mesh, const char* dp_dim, co
       const std::string arg = std::string("params[").append(std::to_string(i)).append("]");
       training::ParamSpec& s = specs[i];
       s.name = item_name(names, i, "param");
-      s.count = contiguous_host_count(params[i], arg.c_str());
+      s.count = contiguous_count(params[i], arg.c_str());
       s.init_dtype = check_dtype(params[i].dtype, (arg + ".dtype").c_str());
       if (s.init_dtype != DType::f32 && s.init_dtype != cfg.param_dtype) {
         fail(Status::invalid_argument, "%s (%s) is %s; expected FLOAT32 or param_dtype %s", arg.c_str(), s.name.c_str(),
@@ -203,7 +203,7 @@ WEFT_API weft_status_t weft_zero_grad_ready(weft_zero_t zero, size_t param, cons
     check_param_index(z, param);
     if (!grad) fail(Status::invalid_argument, "grad is NULL; expected the gradient of parameter %zu", param);
     const training::ParamSpec& p = z->zero->param_spec(param);
-    const size_t count = contiguous_host_count(*grad, "grad");
+    const size_t count = contiguous_count(*grad, "grad");
     const DType d = check_dtype(grad->dtype, "grad->dtype");
     if (d != z->zero->config().param_dtype) {
       fail(Status::invalid_argument, "grad (%s) is %s; the parameters are %s", p.name.c_str(), dtype_name(d),

@@ -139,6 +139,19 @@ void copy_to_host(void* host, const kernels::StridedView& view, int device);
 // view <- host; only view's elements are written.
 void copy_from_host(const kernels::StridedView& view, const void* host, int device);
 
+// Gradient buckets in device memory (core/training/bucketer.cpp, weft/training.h):
+// device_buffer: `bytes` of zeroed device memory on comm's GPU, freed (cudaFree, which waits for
+//   the work using it) when the last reference goes. device_id: comm's GPU (-1: none).
+// copy_device: within launch()'s work, `bytes` from src to dst (device memory) on its stream.
+// Built without CUDA: Error(unsupported) / -1.
+std::shared_ptr<void> device_buffer(Comm& comm, size_t bytes);
+int device_id(const Comm& comm);
+void copy_device(Launch& l, void* dst, const void* src, size_t bytes);
+// Ends work that queued copies after a collective: a staged launch must be complete when its
+// work returns (its request is the executor's task), so this waits for the stream there; on NCCL
+// the stream orders everything and nothing is waited for.
+void settle_copies(Launch& l);
+
 // Comm creation hook (core/comm/create.cpp): collective over the new communicator, while every
 // rank is inside the creating call. Picks the GPU (the parent's, else WEFT_DEVICE, else
 // local_rank % device count) and sets up NCCL when every rank has its own GPU; otherwise device

@@ -59,6 +59,10 @@ namespace {
 void check_device_view(const kernels::StridedView&, int, const char* name) { no_cuda(name); }
 void copy_to_host(void*, const kernels::StridedView&, int) { no_cuda("a local piece"); }
 void copy_from_host(const kernels::StridedView&, const void*, int) { no_cuda("a local piece"); }
+std::shared_ptr<void> device_buffer(Comm&, size_t) { no_cuda("a gradient bucket"); }
+int device_id(const Comm&) { return -1; }
+void copy_device(Launch&, void*, const void*, size_t) { unreachable("copy_device"); }
+void settle_copies(Launch&) { unreachable("settle_copies"); }
 
 void allreduce(Launch&, const void*, void*, size_t, DType, ReduceOp) { unreachable("allreduce"); }
 void broadcast(Launch&, void*, size_t, DType, int) { unreachable("broadcast"); }

@@ -1,7 +1,8 @@
 // The gradient bucketer (weft/training.h, "gradient bucketer"): gradients grouped into flat
 // buckets in the order backward produces them; as soon as a bucket and every earlier one are
 // complete, its copy-in, reduction and copy-out are queued on the communicator's worker, so
-// communication overlaps the rest of backward; finish() waits for them. Host memory.
+// communication overlaps the rest of backward; finish() waits for them. Host memory, or device
+// memory (core/device: the copies and the collective queued on a stream, NCCL or staged).
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "core/comm/comm.h"
 #include "core/comm/executor.h"
+#include "core/device/device_api.h"
 #include "core/training/reduction.h"
 
 namespace weft::training {
@@ -20,6 +22,7 @@ struct GradSpec {
   size_t count = 0;
   DType dtype = DType::f32;
   std::string name;
+  bool on_device = false;  // CUDA memory of the communicator's GPU
 };
 
 struct BucketerStats {
@@ -40,7 +43,8 @@ class Bucketer {
   Bucketer(const Bucketer&) = delete;
   Bucketer& operator=(const Bucketer&) = delete;
 
-  // Consecutive gradients up to bucket_bytes (a new bucket also where the dtype changes).
+  // Consecutive gradients up to bucket_bytes (a new bucket also where the dtype or the memory
+  // kind changes).
   static std::vector<size_t> assign(const std::vector<GradSpec>& grads, size_t bucket_bytes);
 
   size_t num_grads() const { return grads_.size(); }
@@ -48,11 +52,14 @@ class Bucketer {
   bool scatters() const { return spec_.kind == Reduction::reduce_scatter; }
   size_t bucket_of(size_t grad) const { return grad_bucket_[grad]; }
   size_t offset_of(size_t grad) const { return grad_offset_[grad]; }
-  void mark_ready(size_t grad, const void* data);
+  // stream: device buckets only (NULL = the communicator's own stream).
+  void mark_ready(size_t grad, const void* data, void* stream);
   void finish();
   // REDUCE_SCATTER: this rank's chunk of bucket b after finish (elements [offset, offset+count)).
   const void* shard(size_t b, size_t* offset, size_t* count) const;
   DType bucket_dtype(size_t b) const { return buckets_[b].dtype; }
+  bool bucket_on_device(size_t b) const { return buckets_[b].on_device; }
+  bool grad_on_device(size_t g) const { return grads_[g].on_device; }
   const BucketerStats& stats() const { return stats_; }
 
  private:
@@ -61,15 +68,19 @@ class Bucketer {
     DType dtype = DType::f32;
     size_t count = 0;           // real elements
     size_t chunk = 0;           // per rank (torch.chunk's rule)
-    std::vector<char> data;     // nranks * chunk elements, zero padded
-    std::vector<char> shard;    // reduce_scatter: chunk elements
+    bool on_device = false;
+    std::vector<char> data;     // host: nranks * chunk elements, zero padded
+    std::vector<char> shard;    // host reduce_scatter: chunk elements
+    std::shared_ptr<void> device_data, device_shard;  // the same in device memory
     size_t pending = 0;         // gradients not yet marked this step
-    std::shared_ptr<Task> task;
+    std::shared_ptr<Task> task;             // host: queued on the communicator's worker
+    std::shared_ptr<gpu::Pending> device;   // device: queued on a stream
   };
   void check_agreement() const;
   // One bucket's work on the communicator's worker: copy in, reduce, copy out.
   void reduce(Comm& c, const ReduceSpec& spec, const Bucket& k) const;
-  void launch_ready();
+  void launch_ready(void* stream);
+  void launch_device(Bucket& k, const ReduceSpec& spec, void* stream);
   void wait_all_quietly() noexcept;
 
   std::shared_ptr<Comm> comm_;

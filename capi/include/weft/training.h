@@ -91,8 +91,10 @@ typedef struct weft_bucketer_config {
 
 /*
  * Collective over comm. Registers ngrads (>= 1) gradient tensors: contiguous, floating point,
- * host memory or device memory of comm's GPU; the memory stays the caller's and must stay at
- * the same address for the bucketer's life. List them in the order backward produces them
+ * host memory or device memory of comm's GPU (a bucket holds one kind; device buckets move
+ * through NCCL or staging like the collectives, and take the NATIVE wire only); the memory
+ * stays the caller's and must stay at the same address for the bucketer's life. Between
+ * mark_ready and finish the caller must not write a marked gradient: weft copies it in then. List them in the order backward produces them
  * (for a sequential model: the last layer's first): buckets are formed in list order and
  * launched in bucket order, as DDP does. Every rank must register the same shapes and dtypes
  * (checked: WEFT_ERR_MISMATCH names the first rank and gradient that differ).
@@ -120,11 +122,12 @@ weft_status_t weft_bucketer_mark_ready(weft_bucketer_t bucketer, size_t grad, co
 
 /*
  * Waits for every bucket's reduction and writes the results: ALLREDUCE into the registered
- * gradients; REDUCE_SCATTER into the bucketer's shards (weft_bucketer_shard). Resets the
- * bucketer for the next step. A gradient never marked is WEFT_ERR_INVALID_ARGUMENT naming it
- * (nothing is launched for its bucket on any rank that has not marked it; the others wait for it
- * and fail at their deadline). Device gradients: the results are queued on `stream` (NULL = the
- * communicator's stream, and the call returns when they are written).
+ * gradients; REDUCE_SCATTER into the bucketer's shards (weft_bucketer_shard). Returns when every
+ * result is written (device buckets: their work is waited for, within the communicator's
+ * deadline), so later work on any stream sees them; `stream` must be NULL or a stream of the
+ * communicator's GPU and is not waited on. Resets the bucketer for the next step. A gradient
+ * never marked is WEFT_ERR_INVALID_ARGUMENT naming it (nothing is launched for its bucket on any
+ * rank that has not marked it; the others wait for it and fail at their deadline).
  */
 weft_status_t weft_bucketer_finish(weft_bucketer_t bucketer, void *stream);
 
