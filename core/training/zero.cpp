@@ -17,9 +17,9 @@ struct Zero::Group {
   size_t chunk = 0;            // elements per data-parallel rank (torch.chunk's rule)
   size_t mine = 0;             // real elements in this rank's chunk
   std::vector<char> params;    // stages 0-2: nranks * chunk; stage 3: chunk
-  std::vector<char> gathered;  // stage 3, while gathered: nranks * chunk
+  BufferPool::Buffer gathered;  // stage 3, while gathered: nranks * chunk
   std::vector<char> grads;     // stages 0-1: nranks * chunk; 2-3: chunk
-  std::vector<char> bucket;    // stages 2-3, between the first gradient and the reduction's end
+  BufferPool::Buffer bucket;    // stages 2-3, between the first gradient and the reduction's end
   std::vector<float> master;   // f16/bf16 parameters: stage 0 nranks * chunk, else chunk
   std::vector<float> state1, state2;
   size_t pending = 0;          // gradients not yet given this step
@@ -38,7 +38,6 @@ uint64_t bytes_of(const std::vector<T>& v) {
   return v.size() * sizeof(T);
 }
 
-void free_vector(std::vector<char>& v) { std::vector<char>().swap(v); }
 
 }  // namespace
 
@@ -139,7 +138,7 @@ void* Zero::param(size_t i) {
          params_[i].name.c_str(), param_group_[i]);
   }
   g.gathering->rethrow();
-  return g.gathered.data() + param_offset_[i] * esize;
+  return g.gathered.data.get() + param_offset_[i] * esize;
 }
 
 std::shared_ptr<Task> Zero::gather(size_t gi) {
@@ -148,12 +147,12 @@ std::shared_ptr<Task> Zero::gather(size_t gi) {
   if (g.gathering) return nullptr;
   const size_t esize = dtype_size(config_.param_dtype);
   const size_t n = static_cast<size_t>(dp_->size());
-  g.gathered.assign(g.chunk * n * esize, 0);
+  g.gathered = pool_.take(g.chunk * n * esize);  // the all-gather writes every byte
   note_buffers();
   volume_ += Volume{g.chunk * n, g.chunk * n * esize};
   Comm* dp = dp_.get();
   const void* shard = g.params.data();
-  void* out = g.gathered.data();
+  void* out = g.gathered.data.get();
   const size_t chunk = g.chunk;
   const DType dtype = config_.param_dtype;
   g.gathering = start_on(dp_, [dp, shard, out, chunk, dtype] { coll::allgather(*dp, shard, out, chunk, dtype); });
@@ -168,7 +167,7 @@ void Zero::release(size_t gi) {
     fail(Status::invalid_argument, "group %zu: its gather is still in flight (weft_wait its request before releasing)", gi);
   }
   g.gathering.reset();
-  free_vector(g.gathered);
+  pool_.give(std::move(g.gathered));
 }
 
 void Zero::grad_ready(size_t i, const void* grad) {
@@ -178,11 +177,14 @@ void Zero::grad_ready(size_t i, const void* grad) {
   const size_t esize = dtype_size(config_.param_dtype);
   char* dst;
   if (config_.stage >= 2) {
-    if (g.bucket.empty()) {
-      g.bucket.assign(g.chunk * static_cast<size_t>(dp_->size()) * esize, 0);  // zero padding
+    if (!g.bucket) {
+      const size_t bytes = g.chunk * static_cast<size_t>(dp_->size()) * esize;
+      g.bucket = pool_.take(bytes);
+      // Every gradient of the group is copied in before the reduction; the padding is zeroed here.
+      std::memset(g.bucket.data.get() + g.count * esize, 0, bytes - g.count * esize);
       note_buffers();
     }
-    dst = g.bucket.data();
+    dst = g.bucket.data.get();
   } else {
     dst = g.grads.data();
   }
@@ -206,7 +208,7 @@ void Zero::launch_ready() {
     spec.dtype = config_.param_dtype;
     spec.op = config_.grad_op;
     volume_ += reduction_volume(spec, g.chunk, n);
-    void* data = config_.stage >= 2 ? g.bucket.data() : g.grads.data();
+    void* data = config_.stage >= 2 ? g.bucket.data.get() : g.grads.data();
     void* shard = config_.stage >= 2 ? g.grads.data() : g.grads.data() + r * g.chunk * esize;
     const size_t chunk = g.chunk;
     Comm* dp = dp_.get();
@@ -216,13 +218,14 @@ void Zero::launch_ready() {
 
 void Zero::free_finished_buckets() {
   for (auto& g : groups_) {
-    if (g->reduction && !g->bucket.empty() && g->reduction->done()) free_vector(g->bucket);
+    if (g->reduction && g->bucket && g->reduction->done()) pool_.give(std::move(g->bucket));
   }
 }
 
 void Zero::note_buffers() {
   uint64_t now = 0;
-  for (auto& g : groups_) now += bytes_of(g->bucket) + bytes_of(g->gathered);
+  for (auto& g : groups_) now += g->bucket.bytes * !!g->bucket + g->gathered.bytes * !!g->gathered;
+  now += pool_.kept_bytes();
   buffers_peak_ = std::max(buffers_peak_, now);
 }
 
@@ -240,7 +243,7 @@ void Zero::wait_reductions() {
   for (auto& g : groups_) {
     if (g->reduction) g->reduction->wait();
     tasks.push_back(std::move(g->reduction));
-    free_vector(g->bucket);
+    pool_.give(std::move(g->bucket));
     g->pending = g->last - g->first;
   }
   std::fill(marked_.begin(), marked_.end(), 0);
@@ -367,8 +370,9 @@ MemoryReport Zero::memory() const {
     m.params += bytes_of(g->params);
     m.grads += bytes_of(g->grads);
     m.optimizer += bytes_of(g->master) + bytes_of(g->state1) + bytes_of(g->state2);
-    m.buffers += bytes_of(g->bucket) + bytes_of(g->gathered);
+    m.buffers += g->bucket.bytes * !!g->bucket + g->gathered.bytes * !!g->gathered;
   }
+  m.buffers += pool_.kept_bytes();
   m.buffers_peak = std::max(buffers_peak_, m.buffers);
   return m;
 }

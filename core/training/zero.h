@@ -17,6 +17,7 @@
 #include "core/comm/comm.h"
 #include "core/comm/executor.h"
 #include "core/mesh/mesh.h"
+#include "core/training/buffer_pool.h"
 #include "core/training/reduction.h"
 #include "kernels/cpu/optimizer.h"
 
@@ -123,6 +124,7 @@ class Zero {
   int clean_steps_ = 0;
   Volume volume_;
   uint64_t buffers_peak_ = 0;
+  BufferPool pool_;  // buckets and gathered groups, reused from step to step
 };
 
 }  // namespace weft::training
