@@ -78,8 +78,8 @@ void check_optimizer_step(const OptimizerStep& s, const float* master, const voi
   if (n == 0) return;
   const int states = s.kind == OptimizerKind::sgd ? (s.momentum != 0.0f ? 1 : 0) : 2;
   if (!master || !grad || (states >= 1 && !state1) || (states >= 2 && !state2)) {
-    fail(Status::invalid_argument, "%s: null master, gradient or state buffer (%s needs %d state buffers) for %zu "
-         "elements", what, s.kind == OptimizerKind::sgd ? "SGD" : "Adam", states, n);
+    fail(Status::invalid_argument, "%s: a null buffer for %zu elements (master, gradient and %d state buffers)", what,
+         n, states);
   }
 }
 
@@ -114,10 +114,13 @@ void with_host_codec(DType d, Fn&& fn) {
 }
 
 // The buffers are distinct (optimizer.h), which __restrict tells the vectoriser; param_out ==
-// master never reaches here (Store is false then: master already holds the f32 result).
+// master never reaches here (Store is false then: master already holds the f32 result). Not
+// inlined: inlined into the dispatch lambdas, GCC forgets the __restrict and versions the loop
+// with run-time overlap checks.
 template <class U, class GC, class OC, bool Store>
-__attribute__((noinline)) void step_loop(const OptimizerScalars& c, float* __restrict master, const typename GC::Storage* __restrict grad,
-               float* __restrict s1, float* __restrict s2, typename OC::Storage* __restrict out, size_t n) {
+__attribute__((noinline)) void step_loop(const OptimizerScalars& c, float* __restrict master,
+                                         const typename GC::Storage* __restrict grad, float* __restrict s1,
+                                         float* __restrict s2, typename OC::Storage* __restrict out, size_t n) {
   for (size_t i = 0; i < n; ++i) optimizer_element<U, GC, OC, Store>(c, i, master, grad, s1, s2, out);
 }
 
@@ -130,7 +133,7 @@ double tile_sum(const typename GC::Storage* g, size_t count, double scale) {
     for (size_t l = 0; l < kStatsLanes; ++l) acc[l] += scaled_square(GC::widen(row[l]), scale);
   }
   const typename GC::Storage* tail = g + rows * kStatsLanes;
-  for (size_t l = 0; l < count % kStatsLanes; ++l) acc[0] += scaled_square(GC::widen(tail[l]), scale);
+  for (size_t l = 0; l < count % kStatsLanes; ++l) acc[l] += scaled_square(GC::widen(tail[l]), scale);
   double sum = 0.0;
   for (size_t l = 0; l < kStatsLanes; ++l) sum += acc[l];
   return sum;
@@ -164,8 +167,7 @@ double blocked_sum(const typename GC::Storage* g, size_t n, double scale) {
 
 void optimizer_step(const OptimizerStep& s, float* master, const void* grad, DType grad_dtype, float* state1,
                     float* state2, void* param_out, DType param_dtype, size_t n) {
-  check_optimizer_step(s, master, grad, grad_dtype, state1, state2, param_out, param_dtype, n,
-                       "optimizer_step");
+  check_optimizer_step(s, master, grad, grad_dtype, state1, state2, param_out, param_dtype, n, "optimizer_step");
   if (n == 0) return;
   const OptimizerScalars c = optimizer_scalars(s);
   const bool store = param_out && param_out != master;

@@ -32,13 +32,13 @@ namespace weft::kernels::detail {
 // The per-call scalars, as float32 values the per-element code uses unchanged.
 struct OptimizerScalars {
   float grad_scale = 1;
-  float wd = 0;        // the L2 term's factor (SGD, Adam)
-  float neg_lr = 0;    // SGD: -lr
-  float momentum = 0;  // SGD
-  uint32_t first = ~0u;  // SGD: all ones when step == 1 (the momentum buffer starts as g), else 0
-  float decay = 1;     // AdamW: 1 - lr*wd
-  float w = 0;         // Adam: the lerp weight 1 - b1
-  float one_minus_w = 1;
+  float wd = 0;            // the L2 term's factor (SGD, Adam)
+  float neg_lr = 0;        // SGD: -lr
+  float momentum = 0;      // SGD
+  uint32_t first = ~0u;    // SGD: all ones when step == 1 (the momentum buffer starts as g), else 0
+  float decay = 1;         // AdamW: 1 - lr*wd
+  float w = 0;             // Adam: the lerp weight 1 - b1
+  float one_minus_w = 1;   // 1 - w, in float as inside torch's lerp
   uint32_t w_small = ~0u;  // all ones when |w| < 0.5 (torch's lerp takes its first form), else 0
   float beta2 = 0, one_minus_beta2 = 0;
   float bc2_sqrt = 1;       // (1 - b2^t) ** 0.5
