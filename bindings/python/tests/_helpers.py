@@ -206,3 +206,42 @@ def assert_values(case, got_stored, expect_values):
         np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), expect.astype(np.float64))
     else:
         np.testing.assert_array_equal(got, expect.astype(case.storage))
+
+
+# ----------------------------------------------------------------- parity checks with injection
+
+
+def inject_enabled():
+    """WEFT_TEST_INJECT=1: the parity checks corrupt one element before comparing and must then
+    fail (the check inverts its expectation), proving they can fail."""
+    return os.environ.get("WEFT_TEST_INJECT", "") not in ("", "0")
+
+
+def relative_error(got, ref):
+    """max |got - ref| / max |ref| over a tensor (numpy arrays or torch tensors), in float64."""
+    g = np.asarray(got.detach().numpy() if hasattr(got, "detach") else got, dtype=np.float64)
+    r = np.asarray(ref.detach().numpy() if hasattr(ref, "detach") else ref, dtype=np.float64)
+    assert g.shape == r.shape, (g.shape, r.shape)
+    scale = np.max(np.abs(r)) if r.size else 0.0
+    diff = np.max(np.abs(g - r)) if r.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+PARITY_LOG = []  # (what, measured relative error), for printing under pytest -s
+
+
+def assert_parity(what, got, ref, tol):
+    """relative_error(got, ref) <= tol; under WEFT_TEST_INJECT=1 one element of a copy of got is
+    moved by 10 * tol * max|ref| first, and the comparison must then fail."""
+    g = np.array(got.detach().numpy() if hasattr(got, "detach") else got, dtype=np.float64, copy=True)
+    if inject_enabled() and g.size:
+        r = np.asarray(ref.detach().numpy() if hasattr(ref, "detach") else ref, dtype=np.float64)
+        g.flat[g.size // 2] += 10 * tol * max(np.max(np.abs(r)), 1.0)
+        err = relative_error(g, ref)
+        assert err > tol, "%s: the injected corruption was not caught (error %.3g <= %.3g)" % (what, err, tol)
+        print("INJECT %s: corrupted element caught (relative error %.3g > %.3g)" % (what, err, tol))
+        return
+    err = relative_error(g, ref)
+    PARITY_LOG.append((what, err))
+    print("PARITY %s: relative error %.3g (tolerance %.3g)" % (what, err, tol))
+    assert err <= tol, "%s: relative error %.3g > %.3g" % (what, err, tol)

@@ -16,7 +16,17 @@ Meshes and sharded tensors (weft/mesh.h):
     print(weft.plan(x, y))
     weft.save(comm, "ckpt", {"w": x}); weft.load("ckpt", {"w": y})
 
-``import weft.torch`` registers the torch.distributed backend "weft".
+Training parallelism (weft/training.h):
+
+    b = weft.Bucketer(comm, grads, bucket_bytes=1 << 20)        # data-parallel gradient buckets
+    b.mark_ready(i); b.finish()
+    zero = weft.Zero(mesh, "dp", params, stage=2, optimizer=weft.AdamW(lr=1e-3))
+    zero.grad_ready(i, grad); info = zero.step()
+    weft.region_apply(mesh, "tp", "copy", True, 0, grad, out)   # Megatron regions
+    weft.ring_shift(mesh, "cp", 1, kv, kv_next, async_op=True)  # context-parallel rings
+
+``import weft.torch`` registers the torch.distributed backend "weft"; weft.torch_parallel has the
+torch.autograd.Functions of the regions and ring attention.
 """
 
 import atexit as _atexit
@@ -30,6 +40,9 @@ from ._lib import ABI_VERSION, LibraryNotFoundError
 from ._mesh import Layout, Mesh, Partial, Placement, Replicate, Shard, local_box, local_shape
 from ._sharded import Plan, ShardedTensor, Step, StepKind, TensorView, full, plan, redistribute
 from ._checkpoint import Checkpoint, CheckpointTensor, load, save
+from ._training import WIRE_FP8_BLOCK, Bucketer, BucketerStats, Reduction, Wire, as_wire
+from ._zero import SGD, Adam, AdamW, StepInfo, Zero, ZeroMemory
+from ._regions import Region, as_region, chunk_range, out_shape, region_apply, region_op, ring_shift
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -43,6 +56,8 @@ __all__ = [
     "Checkpoint", "CheckpointTensor", "Layout", "Mesh", "Partial", "Placement", "Plan", "Replicate", "Shard",
     "ShardedTensor", "Step", "StepKind", "TensorView", "full", "load", "local_box", "local_shape", "plan",
     "redistribute", "save",
+    "Adam", "AdamW", "Bucketer", "BucketerStats", "Reduction", "Region", "SGD", "StepInfo", "WIRE_FP8_BLOCK", "Wire",
+    "Zero", "ZeroMemory", "as_region", "as_wire", "chunk_range", "out_shape", "region_apply", "region_op", "ring_shift",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
@@ -55,6 +70,8 @@ del _name
 def _at_exit():
     from ._comm import _close_all
     from ._mesh import _close_all as _close_meshes
+    from ._training import _close_all as _close_training
+    _close_training()  # bucketers and ZeRO handles; not collective
     _close_meshes()  # with their sharded tensors; not collective
     _close_all()
 

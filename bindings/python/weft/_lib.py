@@ -114,6 +114,85 @@ class weft_checkpoint_config_t(ctypes.Structure):  # noqa: N801
     _fields_ = [("struct_size", ctypes.c_size_t), ("fsync", ctypes.c_int)]
 
 
+# ------------------------------------------------------------------ training.h
+
+class weft_bucketer_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("bucket_bytes", ctypes.c_size_t),
+        ("bucket_of", ctypes.POINTER(ctypes.c_size_t)),
+        ("op", ctypes.c_int),
+        ("wire", ctypes.c_int),
+        ("reduction", ctypes.c_int),
+        ("names", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+class weft_bucketer_stats_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("steps", ctypes.c_uint64),
+        ("wire_bytes", ctypes.c_uint64),
+        ("exposed_ns", ctypes.c_uint64),
+        ("launched_late", ctypes.c_uint64),
+    ]
+
+
+class weft_optimizer_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kind", ctypes.c_int),
+        ("lr", ctypes.c_float),
+        ("momentum", ctypes.c_float),
+        ("beta1", ctypes.c_float),
+        ("beta2", ctypes.c_float),
+        ("eps", ctypes.c_float),
+        ("weight_decay", ctypes.c_float),
+    ]
+
+
+class weft_zero_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("stage", ctypes.c_int),
+        ("param_dtype", ctypes.c_int),
+        ("optimizer", weft_optimizer_config_t),
+        ("groups", ctypes.POINTER(ctypes.c_int)),
+        ("group_bytes", ctypes.c_size_t),
+        ("names", ctypes.POINTER(ctypes.c_char_p)),
+        ("grad_op", ctypes.c_int),
+        ("wire", ctypes.c_int),
+        ("max_grad_norm", ctypes.c_float),
+        ("loss_scale", ctypes.c_float),
+        ("dynamic_loss_scale", ctypes.c_int),
+        ("growth", ctypes.c_float),
+        ("backoff", ctypes.c_float),
+        ("growth_interval", ctypes.c_int),
+    ]
+
+
+class weft_zero_step_info_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("skipped", ctypes.c_int),
+        ("grad_norm", ctypes.c_float),
+        ("loss_scale", ctypes.c_float),
+        ("comm_elements", ctypes.c_uint64),
+        ("comm_bytes", ctypes.c_uint64),
+    ]
+
+
+class weft_zero_memory_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("params", ctypes.c_uint64),
+        ("grads", ctypes.c_uint64),
+        ("optimizer", ctypes.c_uint64),
+        ("buffers", ctypes.c_uint64),
+        ("buffers_peak", ctypes.c_uint64),
+    ]
+
+
 _status = ctypes.c_int
 _dtype = ctypes.c_int
 _op = ctypes.c_int
@@ -220,6 +299,41 @@ PROTOTYPES = {
     "weft_checkpoint_tensor": (_status, [_handle, _sz, ctypes.POINTER(_str), _int_p, _int_p, _i64_p, _size_p]),
     "weft_checkpoint_verify": (_status, [_handle]),
     "weft_checkpoint_export_safetensors": (_status, [_handle, _str]),
+    # ---- training.h (see TRAINING_FUNCTIONS)
+    # comm, grads, ngrads, config, bucketer
+    "weft_bucketer_create": (_status, [_handle, _tensor_p, _sz, ctypes.POINTER(weft_bucketer_config_t), _handle_p]),
+    "weft_bucketer_destroy": (_status, [_handle]),
+    "weft_bucketer_num_buckets": (_status, [_handle, _size_p]),
+    # bucketer, grad, bucket, offset
+    "weft_bucketer_bucket_of": (_status, [_handle, _sz, _size_p, _size_p]),
+    # bucketer, grad, data, stream
+    "weft_bucketer_mark_ready": (_status, [_handle, _sz, _vp, _vp]),
+    # bucketer, stream
+    "weft_bucketer_finish": (_status, [_handle, _vp]),
+    # bucketer, bucket, shard, offset
+    "weft_bucketer_shard": (_status, [_handle, _sz, _tensor_p, _size_p]),
+    "weft_bucketer_stats": (_status, [_handle, ctypes.POINTER(weft_bucketer_stats_t)]),
+    # mesh, dp_dim, params, nparams, config, zero
+    "weft_zero_create": (_status, [_handle, _str, _tensor_p, _sz, ctypes.POINTER(weft_zero_config_t), _handle_p]),
+    "weft_zero_destroy": (_status, [_handle]),
+    "weft_zero_num_groups": (_status, [_handle, _size_p]),
+    # zero, param, group
+    "weft_zero_group_of": (_status, [_handle, _sz, _size_p]),
+    # zero, param, view
+    "weft_zero_param": (_status, [_handle, _sz, _tensor_p]),
+    # zero, group, request
+    "weft_zero_gather": (_status, [_handle, _sz, _handle_p]),
+    "weft_zero_release": (_status, [_handle, _sz]),
+    # zero, param, grad
+    "weft_zero_grad_ready": (_status, [_handle, _sz, _tensor_p]),
+    "weft_zero_step": (_status, [_handle, ctypes.POINTER(weft_zero_step_info_t)]),
+    "weft_zero_memory": (_status, [_handle, ctypes.POINTER(weft_zero_memory_t)]),
+    "weft_zero_save": (_status, [_handle, _str]),
+    "weft_zero_load": (_status, [_handle, _str]),
+    # mesh, dim, region, backward, split_dim, in, out, stream, request
+    "weft_region_apply": (_status, [_handle, _str, _int, _int, _int, _tensor_p, _tensor_p, _vp, _handle_p]),
+    # mesh, dim, shift, send, recv, stream, request
+    "weft_ring_shift": (_status, [_handle, _str, _int, _tensor_p, _tensor_p, _vp, _handle_p]),
 }
 
 # The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
@@ -227,6 +341,12 @@ PROTOTYPES = {
 # weft.Unsupported naming the function (see fn()).
 MESH_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_mesh_", "weft_sharded_", "weft_redistribute",
                                                                    "weft_checkpoint_")))
+
+# The training.h family (bucketer, ZeRO, regions, ring shift): optional in the same way.
+TRAINING_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_bucketer_", "weft_zero_", "weft_region_",
+                                                                       "weft_ring_")))
+# Functions a library may lack and still load (calling one then raises weft.Unsupported).
+OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS
 
 
 def _candidates():
@@ -254,7 +374,7 @@ def _candidates():
 
 def _declare(lib):
     for name, (restype, argtypes) in PROTOTYPES.items():
-        if name in MESH_FUNCTIONS and not hasattr(lib, name):
+        if name in OPTIONAL_FUNCTIONS and not hasattr(lib, name):
             continue
         fn = getattr(lib, name)
         fn.restype = restype
@@ -274,7 +394,7 @@ def _load():
         except OSError as e:
             tried.append("%s: %s (%s)" % (what, path, e))
             continue
-        missing = [n for n in PROTOTYPES if n not in MESH_FUNCTIONS and not hasattr(lib, n)]
+        missing = [n for n in PROTOTYPES if n not in OPTIONAL_FUNCTIONS and not hasattr(lib, n)]
         if missing:
             tried.append("%s: %s (not libweft: lacks %s)" % (what, path, ", ".join(missing[:3])))
             continue

@@ -610,3 +610,12 @@ def _shutdown_all():
             pg.shutdown(wait=True, timeout=30)
         except Exception:
             pass
+
+
+# Tensor, sequence and context parallelism on weft's meshes (weft/training.h): the region
+# autograd Functions, ring exchange and ring attention, also reachable as weft.torch.<name>.
+from . import torch_parallel  # noqa: E402
+
+for _name in torch_parallel.__all__:
+    globals()[_name] = getattr(torch_parallel, _name)
+del _name
