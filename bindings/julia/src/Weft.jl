@@ -15,6 +15,11 @@ Float16, Int8, UInt8, Int32, UInt32, Int64, UInt64. Blocking forms return the re
 `async=true` returns a [`Request`](@ref) (`wait(req)`, `Weft.test(req)`), which keeps the arrays
 alive until it completes. Failures throw [`WeftError`](@ref).
 
+Training parallelism (`weft/training.h`, src/training.jl): the gradient [`Bucketer`](@ref)
+(`Weft.mark_ready!`, `Weft.finish!`), [`Zero`](@ref) (ZeRO stages 0-3: `Weft.gather!`,
+`Weft.param`, `Weft.grad_ready!`, `Weft.step!`), [`region_apply!`](@ref) (Megatron's regions) and
+[`ring_shift!`](@ref) (context parallelism).
+
 Thread safety follows weft.h: a communicator and its requests are used by one thread at a time
 (`Weft.abort` may be called from any thread). Communicators and requests have finalizers that
 never call into the library: they queue the handle, and the queue is drained (the handles
@@ -27,9 +32,11 @@ using Libdl
 export Comm, Config, Request, WeftError,
        allreduce!, bcast!, reduce!, allgather!, allgatherv!, reduce_scatter!, alltoall!, alltoallv!,
        gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall,
-       Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart
+       Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart,
+       Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!
 
 include("capi.jl")
+include("capi_training.jl")   # weft/training.h: structs and raw wrappers
 
 "Element types the collectives accept."
 const WeftType = Union{Float64,Float32,Float16,Int8,UInt8,Int32,UInt32,Int64,UInt64}
@@ -174,6 +181,7 @@ function _drain()
     for (kind, h, _) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
     end
+    _drain_training(items)   # bucketers and ZeRO handles, before their communicators and meshes (training.jl)
     _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
     for (kind, h, _) in items
         kind === :comm && weft_comm_destroy(h)
@@ -189,5 +197,6 @@ include("request.jl")   # requests (wait, test, waitall)
 include("collectives.jl")   # collectives and the helpers the operations share
 include("p2p.jl")   # send, recv!, P2POp batches
 include("mesh.jl")   # meshes, sharded tensors, redistribution, checkpoints (weft/mesh.h)
+include("training.jl")   # gradient bucketer, ZeRO, regions, ring shift (weft/training.h)
 
 end # module

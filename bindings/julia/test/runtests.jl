@@ -14,6 +14,7 @@ const HERE = @__DIR__
 const UNDER_LAUNCHER = haskey(ENV, "WEFT_WORLD_SIZE")
 
 include("mesh_tests.jl")   # mesh_single_rank_tests(), mesh_multirank_tests(comm)
+include("training_tests.jl")   # training_single_rank_tests(), training_multirank_tests(comm)
 
 function solo()
     id = Weft.unique_id()
@@ -365,6 +366,9 @@ function multirank_tests()
     @testset "meshes and sharded tensors" begin
         mesh_multirank_tests(c)
     end
+    @testset "training: bucketer, ZeRO, regions" begin
+        training_multirank_tests(c)
+    end
     barrier(c)
     close(c)
 end
@@ -391,6 +395,7 @@ else
     @testset "Weft" begin
         single_rank_tests()
         mesh_single_rank_tests()
+        training_single_rank_tests()
     end
     spawn_multirank()
 end

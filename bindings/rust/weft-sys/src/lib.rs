@@ -249,6 +249,11 @@ pub struct weft_checkpoint {
 }
 pub type weft_checkpoint_t = *mut weft_checkpoint;
 
+// ------------------------------------------------------------------ training.h
+
+mod training;
+pub use training::*;
+
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
     pub fn weft_last_error() -> *const c_char;
@@ -502,53 +507,82 @@ extern "C" {
     ) -> weft_status_t;
     pub fn weft_checkpoint_verify(checkpoint: weft_checkpoint_t) -> weft_status_t;
     pub fn weft_checkpoint_export_safetensors(checkpoint: weft_checkpoint_t, path: *const c_char) -> weft_status_t;
+
+    // ---- training.h: gradient bucketer
+    pub fn weft_bucketer_create(
+        comm: weft_comm_t,
+        grads: *const weft_tensor_t,
+        ngrads: usize,
+        config: *const weft_bucketer_config_t,
+        bucketer: *mut weft_bucketer_t,
+    ) -> weft_status_t;
+    pub fn weft_bucketer_destroy(bucketer: weft_bucketer_t) -> weft_status_t;
+    pub fn weft_bucketer_num_buckets(bucketer: weft_bucketer_t, nbuckets: *mut usize) -> weft_status_t;
+    pub fn weft_bucketer_bucket_of(
+        bucketer: weft_bucketer_t,
+        grad: usize,
+        bucket: *mut usize,
+        offset: *mut usize,
+    ) -> weft_status_t;
+    pub fn weft_bucketer_mark_ready(
+        bucketer: weft_bucketer_t,
+        grad: usize,
+        data: *const c_void,
+        stream: *mut c_void,
+    ) -> weft_status_t;
+    pub fn weft_bucketer_finish(bucketer: weft_bucketer_t, stream: *mut c_void) -> weft_status_t;
+    pub fn weft_bucketer_shard(
+        bucketer: weft_bucketer_t,
+        bucket: usize,
+        shard: *mut weft_tensor_t,
+        offset: *mut usize,
+    ) -> weft_status_t;
+    pub fn weft_bucketer_stats(bucketer: weft_bucketer_t, stats: *mut weft_bucketer_stats_t) -> weft_status_t;
+
+    // ---- training.h: ZeRO
+    pub fn weft_zero_create(
+        mesh: weft_mesh_t,
+        dp_dim: *const c_char,
+        params: *const weft_tensor_t,
+        nparams: usize,
+        config: *const weft_zero_config_t,
+        zero: *mut weft_zero_t,
+    ) -> weft_status_t;
+    pub fn weft_zero_destroy(zero: weft_zero_t) -> weft_status_t;
+    pub fn weft_zero_num_groups(zero: weft_zero_t, ngroups: *mut usize) -> weft_status_t;
+    pub fn weft_zero_group_of(zero: weft_zero_t, param: usize, group: *mut usize) -> weft_status_t;
+    pub fn weft_zero_param(zero: weft_zero_t, param: usize, view: *mut weft_tensor_t) -> weft_status_t;
+    pub fn weft_zero_gather(zero: weft_zero_t, group: usize, request: *mut weft_request_t) -> weft_status_t;
+    pub fn weft_zero_release(zero: weft_zero_t, group: usize) -> weft_status_t;
+    pub fn weft_zero_grad_ready(zero: weft_zero_t, param: usize, grad: *const weft_tensor_t) -> weft_status_t;
+    pub fn weft_zero_step(zero: weft_zero_t, info: *mut weft_zero_step_info_t) -> weft_status_t;
+    pub fn weft_zero_memory(zero: weft_zero_t, memory: *mut weft_zero_memory_t) -> weft_status_t;
+    pub fn weft_zero_save(zero: weft_zero_t, path: *const c_char) -> weft_status_t;
+    pub fn weft_zero_load(zero: weft_zero_t, path: *const c_char) -> weft_status_t;
+
+    // ---- training.h: tensor / sequence parallel regions, context-parallel ring
+    #[allow(clippy::too_many_arguments)]
+    pub fn weft_region_apply(
+        mesh: weft_mesh_t,
+        dim: *const c_char,
+        region: weft_region_t,
+        backward: c_int,
+        split_dim: c_int,
+        input: *const weft_tensor_t,
+        output: *const weft_tensor_t,
+        stream: *mut c_void,
+        request: *mut weft_request_t,
+    ) -> weft_status_t;
+    pub fn weft_ring_shift(
+        mesh: weft_mesh_t,
+        dim: *const c_char,
+        shift: c_int,
+        send: *const weft_tensor_t,
+        recv: *const weft_tensor_t,
+        stream: *mut c_void,
+        request: *mut weft_request_t,
+    ) -> weft_status_t;
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layouts_match_the_header() {
-        // x86-64 / aarch64 LP64: size_t, int64_t, int (+pad), pointer, int (+pad).
-        assert_eq!(core::mem::size_of::<weft_comm_config_t>(), 40);
-        assert_eq!(core::mem::size_of::<weft_unique_id_t>(), WEFT_UNIQUE_ID_BYTES);
-        // int (+pad), pointer, size_t, int, int.
-        assert_eq!(core::mem::size_of::<weft_p2p_op_t>(), 32);
-        assert_eq!(core::mem::offset_of!(weft_p2p_op_t, buf), 8);
-        assert_eq!(core::mem::offset_of!(weft_p2p_op_t, peer), 28);
-        assert_eq!(WEFT_COMM_CONFIG_INIT.struct_size, 40);
-        assert_eq!(WEFT_VERSION_CODE, 100);
-    }
-
-    #[test]
-    fn mesh_layouts_match_the_header() {
-        // sizeof/offsetof of capi/include/weft/common.h and mesh.h on LP64.
-        assert_eq!(core::mem::size_of::<weft_tensor_t>(), 48);
-        assert_eq!(core::mem::offset_of!(weft_tensor_t, shape), 24);
-        assert_eq!(core::mem::offset_of!(weft_tensor_t, byte_offset), 40);
-        assert_eq!(core::mem::size_of::<weft_placement_t>(), 12);
-        assert_eq!(core::mem::size_of::<weft_redistribute_step_t>(), 48);
-        assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, to), 20);
-        assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, bytes_sent), 32);
-        assert_eq!(core::mem::size_of::<weft_mesh_config_t>(), 24);
-        assert_eq!(WEFT_MESH_CONFIG_INIT.struct_size, 24);
-        assert_eq!(WEFT_SHARDED_CONFIG_INIT.struct_size, 16);
-        assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.struct_size, 16);
-        assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.fsync, 1);
-        assert_eq!(WEFT_PLACEMENT_REPLICATE_INIT.kind, WEFT_REPLICATE);
-    }
-
-    #[test]
-    fn library_links_and_reports_its_abi() {
-        let (mut code, mut abi) = (-1, -1);
-        let st = unsafe { weft_version(&mut code, &mut abi) };
-        assert_eq!(st, WEFT_OK);
-        assert_eq!(abi, WEFT_ABI_VERSION);
-        assert_eq!(code, WEFT_VERSION_CODE);
-        let mut size = 0usize;
-        assert_eq!(unsafe { weft_dtype_size(WEFT_BFLOAT16, &mut size) }, WEFT_OK);
-        assert_eq!(size, 2);
-        assert_eq!(unsafe { weft_dtype_size(WEFT_NUM_DTYPES, &mut size) }, WEFT_ERR_INVALID_ARGUMENT);
-    }
-}
+mod tests;

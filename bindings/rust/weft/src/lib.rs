@@ -12,6 +12,9 @@
 //!   dims), [`Placement`] layouts, [`ShardedTensor`] over borrowed slices or [`TensorView`]s,
 //!   [`redistribute`] (asynchronously: [`Scope::redistribute`]), [`plan`], [`full`], and
 //!   distributed checkpoints ([`checkpoint::save`], [`checkpoint::load`], [`Checkpoint`]).
+//! * Training parallelism (`weft/training.h`): the gradient [`Bucketer`] (data parallelism),
+//!   [`Zero`] (ZeRO stages 0-3 with a fused optimizer), Megatron's regions ([`region_apply`])
+//!   and context parallelism's [`ring_shift`].
 //!
 //! ```no_run
 //! fn main() -> weft::Result<()> {
@@ -26,13 +29,16 @@
 //! Thread safety follows weft.h: a communicator and its requests are used by one thread at a
 //! time (`Comm` is `Send`, not `Sync`); [`AbortHandle`] may abort it from any thread.
 
+mod bucketer;
 pub mod checkpoint;
 mod comm;
 mod error;
 mod mesh;
 mod request;
 mod sharded;
+mod training;
 mod types;
+mod zero;
 
 pub use weft_sys as sys;
 
@@ -41,11 +47,16 @@ pub use error::{last_error, status_string, Error, Result, Status};
 pub use request::{Request, Scope};
 pub use types::{Bf16, Dtype, Op, Transport, WeftType, F16};
 
+pub use bucketer::{Bucketer, BucketerConfig, BucketerStats, Reduction};
 pub use checkpoint::{Checkpoint, CheckpointConfig, TensorInfo};
 pub use mesh::{LocalBox, Mesh, MeshComm, Placement};
 pub use sharded::{
     full, plan, redistribute, redistribute_on_stream, Device, LocalView, ShardedTensor, Step, StepKind, TensorView,
 };
+pub use training::{
+    region_apply, region_apply_in_place, region_apply_on_stream, ring_shift, ring_shift_on_stream, Region, Wire,
+};
+pub use zero::{Optimizer, OptimizerConfig, StepInfo, Zero, ZeroConfig, ZeroGather, ZeroMemory};
 
 /// Version of the loaded library (`weft_version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,3 +82,5 @@ pub fn version() -> Result<Version> {
 mod mesh_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod training_tests;

@@ -158,7 +158,10 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.comm
     }
 
-    fn start(&'scope self, f: impl FnOnce(*mut sys::weft_request_t) -> Result<()>) -> Result<Request<'scope>> {
+    pub(crate) fn start(
+        &'scope self,
+        f: impl FnOnce(*mut sys::weft_request_t) -> Result<()>,
+    ) -> Result<Request<'scope>> {
         let mut raw: sys::weft_request_t = ptr::null_mut();
         f(&mut raw)?;
         let mut slots = self.pending.slots.borrow_mut();

@@ -212,7 +212,7 @@ impl<'a> TensorView<'a> {
         })
     }
 
-    fn raw(&self) -> sys::weft_tensor_t {
+    pub(crate) fn raw(&self) -> sys::weft_tensor_t {
         let (device_type, device_id) = self.device.raw();
         sys::weft_tensor_t {
             data: self.data,
@@ -228,6 +228,26 @@ impl<'a> TensorView<'a> {
 
     pub fn dtype(&self) -> Dtype {
         self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> Vec<usize> {
+        self.shape.iter().map(|&n| n.max(0) as usize).collect()
+    }
+
+    /// Where the memory lives.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Whether the view may be written (a destination).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// (pointer, length) when the view is a whole contiguous slice.
+    pub(crate) fn slice(&self) -> Option<(*mut c_void, usize)> {
+        self.slice
     }
 }
 

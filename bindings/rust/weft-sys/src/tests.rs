@@ -1,0 +1,69 @@
+//! Layout and linking checks of the declarations against the header (x86-64 / aarch64 LP64).
+use super::*;
+
+#[test]
+fn layouts_match_the_header() {
+    // x86-64 / aarch64 LP64: size_t, int64_t, int (+pad), pointer, int (+pad).
+    assert_eq!(core::mem::size_of::<weft_comm_config_t>(), 40);
+    assert_eq!(core::mem::size_of::<weft_unique_id_t>(), WEFT_UNIQUE_ID_BYTES);
+    // int (+pad), pointer, size_t, int, int.
+    assert_eq!(core::mem::size_of::<weft_p2p_op_t>(), 32);
+    assert_eq!(core::mem::offset_of!(weft_p2p_op_t, buf), 8);
+    assert_eq!(core::mem::offset_of!(weft_p2p_op_t, peer), 28);
+    assert_eq!(WEFT_COMM_CONFIG_INIT.struct_size, 40);
+    assert_eq!(WEFT_VERSION_CODE, 100);
+}
+
+#[test]
+fn mesh_layouts_match_the_header() {
+    // sizeof/offsetof of capi/include/weft/common.h and mesh.h on LP64.
+    assert_eq!(core::mem::size_of::<weft_tensor_t>(), 48);
+    assert_eq!(core::mem::offset_of!(weft_tensor_t, shape), 24);
+    assert_eq!(core::mem::offset_of!(weft_tensor_t, byte_offset), 40);
+    assert_eq!(core::mem::size_of::<weft_placement_t>(), 12);
+    assert_eq!(core::mem::size_of::<weft_redistribute_step_t>(), 48);
+    assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, to), 20);
+    assert_eq!(core::mem::offset_of!(weft_redistribute_step_t, bytes_sent), 32);
+    assert_eq!(core::mem::size_of::<weft_mesh_config_t>(), 24);
+    assert_eq!(WEFT_MESH_CONFIG_INIT.struct_size, 24);
+    assert_eq!(WEFT_SHARDED_CONFIG_INIT.struct_size, 16);
+    assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.struct_size, 16);
+    assert_eq!(WEFT_CHECKPOINT_CONFIG_INIT.fsync, 1);
+    assert_eq!(WEFT_PLACEMENT_REPLICATE_INIT.kind, WEFT_REPLICATE);
+}
+
+#[test]
+fn library_links_and_reports_its_abi() {
+    let (mut code, mut abi) = (-1, -1);
+    let st = unsafe { weft_version(&mut code, &mut abi) };
+    assert_eq!(st, WEFT_OK);
+    assert_eq!(abi, WEFT_ABI_VERSION);
+    assert_eq!(code, WEFT_VERSION_CODE);
+    let mut size = 0usize;
+    assert_eq!(unsafe { weft_dtype_size(WEFT_BFLOAT16, &mut size) }, WEFT_OK);
+    assert_eq!(size, 2);
+    assert_eq!(unsafe { weft_dtype_size(WEFT_NUM_DTYPES, &mut size) }, WEFT_ERR_INVALID_ARGUMENT);
+}
+
+#[test]
+fn training_layouts_match_the_header() {
+    // sizeof/offsetof of capi/include/weft/training.h on LP64 (measured with the C compiler).
+    use core::mem::{offset_of, size_of};
+    assert_eq!(size_of::<weft_bucketer_config_t>(), 48);
+    assert_eq!(offset_of!(weft_bucketer_config_t, reduction), 32);
+    assert_eq!(offset_of!(weft_bucketer_config_t, names), 40);
+    assert_eq!(size_of::<weft_bucketer_stats_t>(), 40);
+    assert_eq!(size_of::<weft_optimizer_config_t>(), 40);
+    assert_eq!(offset_of!(weft_optimizer_config_t, weight_decay), 32);
+    assert_eq!(size_of::<weft_zero_config_t>(), 112);
+    assert_eq!(offset_of!(weft_zero_config_t, optimizer), 16);
+    assert_eq!(offset_of!(weft_zero_config_t, groups), 56);
+    assert_eq!(offset_of!(weft_zero_config_t, grad_op), 80);
+    assert_eq!(offset_of!(weft_zero_config_t, growth_interval), 108);
+    assert_eq!(size_of::<weft_zero_step_info_t>(), 40);
+    assert_eq!(offset_of!(weft_zero_step_info_t, comm_elements), 24);
+    assert_eq!(size_of::<weft_zero_memory_t>(), 48);
+    assert_eq!(WEFT_ZERO_CONFIG_INIT.struct_size, 112);
+    assert_eq!(WEFT_ZERO_CONFIG_INIT.optimizer.kind, WEFT_OPTIMIZER_ADAMW);
+    assert_eq!(WEFT_BUCKETER_CONFIG_INIT.op, WEFT_AVG);
+}
