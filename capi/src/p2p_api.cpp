@@ -11,6 +11,7 @@
 
 #include "capi/src/handles.h"
 #include "capi/src/launch.h"
+#include "capi/src/p2p_run.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
 #include "core/comm/user_p2p.h"
@@ -29,15 +30,8 @@ static_assert(sizeof(weft_p2p_op_t) == 32 && offsetof(weft_p2p_op_t, kind) == 0 
 
 namespace {
 
-// The validated operations of one call, and each one's buffer argument name for messages
-// ("buf" for weft_send/weft_recv, "ops[i].buf" for a batch).
-struct Batch {
-  std::vector<gpu::P2POp> ops;
-  std::vector<std::string> names;
-};
-
 // Checks one operation; `prefix` is "" or "ops[i]." (argument names in messages).
-void add_op(Batch& b, const Comm& c, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
+void add_op(P2PBatch& b, const Comm& c, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
             const std::string& prefix) {
   DType d = check_dtype(dtype, (prefix + "dtype").c_str());
   check_rank(peer, c.size(), (prefix + "peer").c_str());
@@ -48,7 +42,7 @@ void add_op(Batch& b, const Comm& c, bool is_send, void* buf, size_t count, cons
 }
 
 // A receive may not overlap any other buffer of the batch (sends may share memory).
-void check_batch_overlap(const Batch& b) {
+void check_batch_overlap(const P2PBatch& b) {
   std::vector<size_t> order;
   for (size_t i = 0; i < b.ops.size(); ++i)
     if (b.ops[i].bytes) order.push_back(i);
@@ -71,9 +65,9 @@ void check_batch_overlap(const Batch& b) {
   }
 }
 
-// Runs a validated batch: device memory to core/device, host memory posted to the transport
-// here (every send and receive at once) and waited for together or returned as one request.
-void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t* request) {
+}  // namespace
+
+void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void* stream, weft_request_t* request) {
   std::vector<gpu::BufferRef> refs;
   refs.reserve(b.ops.size());
   for (size_t i = 0; i < b.ops.size(); ++i) refs.push_back({b.ops[i].buf, b.ops[i].bytes, b.names[i].c_str()});
@@ -111,14 +105,16 @@ void run(weft_comm* h, const char* what, Batch& b, void* stream, weft_request_t*
   }
 }
 
+namespace {
+
 weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const weft_dtype_t& dtype, int peer,
                    weft_comm_t comm, void* stream, weft_request_t* request) {
   return guarded(fn, [&] {
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
-    Batch b;
+    P2PBatch b;
     add_op(b, *h->comm, is_send, buf, count, dtype, peer, "");
-    run(h, is_send ? "send" : "recv", b, stream, request);
+    run_p2p(h, is_send ? "send" : "recv", b, stream, request);
   });
 }
 
@@ -142,7 +138,7 @@ WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, wef
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
     if (!ops && nops) fail(Status::invalid_argument, "ops is NULL but nops = %zu; expected an array of nops operations", nops);
-    Batch b;
+    P2PBatch b;
     b.ops.reserve(nops);
     b.names.reserve(nops);
     for (size_t i = 0; i < nops; ++i) {
@@ -156,7 +152,7 @@ WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, wef
       add_op(b, *h->comm, kind == WEFT_P2P_SEND, o.buf, o.count, o.dtype, o.peer, prefix);
     }
     check_batch_overlap(b);
-    run(h, "p2p_batch", b, stream, request);
+    run_p2p(h, "p2p_batch", b, stream, request);
   });
 }
 

@@ -2,18 +2,14 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <span>
 #include <string>
 
 #include "capi/src/handles.h"
-#include "capi/src/launch.h"
 #include "capi/src/mesh_handles.h"
+#include "capi/src/sharded_run.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
-#include "core/device/device_api.h"
-#include "core/sharding/host_backend.h"
 #include "core/sharding/plan.h"
-#include "core/sharding/redistribute.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -24,15 +20,6 @@ std::string shape_text(const shard::Shape& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
   return t + "]";
-}
-
-// The bytes a view spans, [lo, hi), for the overlap check (empty when it holds no element).
-std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v) {
-  if (v.numel() == 0 || !v.base) return {0, 0};
-  int64_t last = 0;
-  for (int k = 0; k < v.ndim; ++k) last += (v.shape[k] - 1) * v.strides[k];
-  const auto lo = reinterpret_cast<uintptr_t>(v.base);
-  return {lo, lo + static_cast<uintptr_t>(last + 1) * v.elem};
 }
 
 // The two sides of a redistribution, checked: one tensor, meshes of one parent.
@@ -55,53 +42,6 @@ void check_pair(const shard::Sharded& s, const shard::Sharded& d) {
   if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second) {
     fail(Status::invalid_argument, "src's and dst's local memory overlap; redistribution writes dst while reading src");
   }
-}
-
-// Whether this rank's side of a redistribution runs on the device: its local pieces are
-// device memory (gpu::route on the anchor communicator, which also refuses a mix of host and
-// device memory naming src and dst, managed memory, memory or a stream of another GPU, and a
-// stream with host memory), or are declared so (device_type WEFT_DEVICE_CUDA) and empty: such a
-// rank still takes part in the device steps. A piece declared CUDA that is host memory, or an
-// empty declared one beside a host piece, is refused.
-bool on_device_pair(Comm& anchor, const shard::Sharded& a, const shard::Sharded& b, void* stream) {
-  struct Side {
-    gpu::BufferRef ref;
-    bool declared;
-  };
-  Side sides[2];
-  size_t n = 0;
-  auto add = [&](const shard::Sharded& t, const char* name) {
-    if (!t.mesh->member()) return;  // a descriptor: no local piece
-    const auto span = span_of(t.local);
-    sides[n++] = {{t.local.base, span.second - span.first, name}, t.on_device};
-  };
-  add(a, "src");
-  add(b, "dst");
-  gpu::BufferRef refs[2];
-  for (size_t i = 0; i < n; ++i) refs[i] = sides[i].ref;
-  if (gpu::route(anchor, stream, std::span<const gpu::BufferRef>(refs, n)) == gpu::Route::device) return true;
-  // Every non-empty piece is host memory (and there is no stream).
-  const Side* declared = nullptr;
-  const Side* host = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    const Side& x = sides[i];
-    const bool used = x.ref.ptr && x.ref.bytes;
-    if (x.declared && used) {
-      fail(Status::invalid_argument,
-           "%s's local piece is declared CUDA device memory (device_type WEFT_DEVICE_CUDA) but %p is host memory",
-           x.ref.name, x.ref.ptr);
-    }
-    if (x.declared) declared = &x;
-    if (used) host = &x;
-  }
-  if (!declared) return false;
-  if (host) {
-    fail(Status::unsupported,
-         "%s is host memory but %s is declared CUDA device memory (device_type WEFT_DEVICE_CUDA); on each rank src's "
-         "and dst's local pieces must be all host memory or all device memory of the communicator's GPU",
-         host->ref.name, declared->ref.name);
-  }
-  return true;
 }
 
 // The plan from s into d: made once per (source, destination) pair of handles and kept in d.
@@ -206,18 +146,8 @@ WEFT_API weft_status_t weft_redistribute(weft_sharded_t src, weft_sharded_t dst,
     // Where the work runs: the mesh's own communicator, or between meshes the parent's.
     std::shared_ptr<Comm> anchor = a.mesh == b.mesh ? a.mesh->whole() : a.mesh->parent();
     weft_comm proxy{kCommMagic, anchor, true};
-    std::shared_ptr<const shard::Plan> plan = cached_plan(*s, *d);
-    if (on_device_pair(*anchor, a, b, stream)) {
-      // core/device: every step queued on one stream; the request is the stream reaching the end.
-      register_device_request(&proxy, request, "redistribute",
-                              gpu::redistribute(a, b, *plan, stream, request != nullptr));
-      return;
-    }
-    if (stream) fail(Status::unsupported, "stream is not NULL; host-memory redistribution takes no stream");
-    launch(&proxy, request, "redistribute", [sa = std::move(sa), sb = std::move(sb), plan = std::move(plan)] {
-      shard::HostBackend host;
-      shard::redistribute(*sa, *sb, *plan, host);
-    });
+    run_plan(&proxy, "redistribute", "redistribution", std::move(sa), "src", std::move(sb), "dst",
+             cached_plan(*s, *d), stream, request);
   });
 }
 
