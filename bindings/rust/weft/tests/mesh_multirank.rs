@@ -4,9 +4,11 @@
 //! between layouts and between meshes, and saves and loads a checkpoint, comparing every
 //! local piece with the slice of the global tensor it should hold.
 //! weftrun: $WEFTRUN, else the repository's build/bin/weftrun.
+
+#[path = "common/launcher.rs"]
+mod launcher;
+
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::Instant;
 
 use weft::Placement::{Partial, Replicate, Shard};
 use weft::{
@@ -19,26 +21,11 @@ const CHILD_FLAG: &str = "WEFT_RUST_MESH_CHILD";
 
 #[test]
 fn mesh_multirank() {
-    if std::env::var_os(CHILD_FLAG).is_some() {
+    if launcher::is_child(CHILD_FLAG) {
         child();
         return;
     }
-    let weftrun = std::env::var_os("WEFTRUN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/bin/weftrun"));
-    assert!(weftrun.exists(), "weftrun not found at {} (build weft, or set WEFTRUN)", weftrun.display());
-    let exe = std::env::current_exe().unwrap();
-    let start = Instant::now();
-    let status = Command::new(&weftrun)
-        .args(["-n", &RANKS.to_string(), "--timeout", "120"])
-        .arg(&exe)
-        .args(["--exact", "mesh_multirank", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_FLAG, "1")
-        .env("WEFT_TIMEOUT", "60")
-        .status()
-        .expect("could not start weftrun");
-    eprintln!("mesh_multirank: weftrun -n {RANKS} finished in {:.1} s: {status}", start.elapsed().as_secs_f64());
-    assert!(status.success(), "a rank failed (see its output above): {status}");
+    launcher::run_under_weftrun("mesh_multirank", RANKS, CHILD_FLAG, 120);
 }
 
 fn ok<T>(what: &str, r: weft::Result<T>) -> T {

@@ -3,9 +3,10 @@
 //! collective (blocking, in place and asynchronous) and compares with the expected values.
 //! weftrun: $WEFTRUN, else the repository's build/bin/weftrun.
 use std::fmt::Debug;
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "common/launcher.rs"]
+mod launcher;
 
 use weft::{Bf16, Comm, Config, Op, P2POp, Status, WeftType, F16};
 
@@ -14,26 +15,11 @@ const CHILD_FLAG: &str = "WEFT_RUST_MULTIRANK_CHILD";
 
 #[test]
 fn multirank() {
-    if std::env::var_os(CHILD_FLAG).is_some() {
+    if launcher::is_child(CHILD_FLAG) {
         child();
         return;
     }
-    let weftrun = std::env::var_os("WEFTRUN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/bin/weftrun"));
-    assert!(weftrun.exists(), "weftrun not found at {} (build weft, or set WEFTRUN)", weftrun.display());
-    let exe = std::env::current_exe().unwrap();
-    let start = Instant::now();
-    let status = Command::new(&weftrun)
-        .args(["-n", &RANKS.to_string(), "--timeout", "120"])
-        .arg(&exe)
-        .args(["--exact", "multirank", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_FLAG, "1")
-        .env("WEFT_TIMEOUT", "60")
-        .status()
-        .expect("could not start weftrun");
-    eprintln!("multirank: weftrun -n {RANKS} finished in {:.1} s: {status}", start.elapsed().as_secs_f64());
-    assert!(status.success(), "a rank failed (see its output above): {status}");
+    launcher::run_under_weftrun("multirank", RANKS, CHILD_FLAG, 120);
 }
 
 /// Small integers as every element type (exact in all of them for |v| <= 120).

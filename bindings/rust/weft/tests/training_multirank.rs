@@ -10,9 +10,9 @@
 //!  - smoke-tests region_apply (each region, forward and backward) and ring_shift.
 //!
 //! weftrun: $WEFTRUN, else the repository's build/bin/weftrun.
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Instant;
+
+#[path = "common/launcher.rs"]
+mod launcher;
 
 use weft::{
     region_apply, region_apply_in_place, ring_shift, Bucketer, BucketerConfig, Comm, Mesh, Op, OptimizerConfig,
@@ -29,26 +29,11 @@ const TOLERANCE: f64 = 1e-5;
 
 #[test]
 fn training_multirank() {
-    if std::env::var_os(CHILD_FLAG).is_some() {
+    if launcher::is_child(CHILD_FLAG) {
         child();
         return;
     }
-    let weftrun = std::env::var_os("WEFTRUN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../build/bin/weftrun"));
-    assert!(weftrun.exists(), "weftrun not found at {} (build weft, or set WEFTRUN)", weftrun.display());
-    let exe = std::env::current_exe().unwrap();
-    let start = Instant::now();
-    let status = Command::new(&weftrun)
-        .args(["-n", &RANKS.to_string(), "--timeout", "180"])
-        .arg(&exe)
-        .args(["--exact", "training_multirank", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_FLAG, "1")
-        .env("WEFT_TIMEOUT", "60")
-        .status()
-        .expect("could not start weftrun");
-    eprintln!("training_multirank: weftrun -n {RANKS} finished in {:.1} s: {status}", start.elapsed().as_secs_f64());
-    assert!(status.success(), "a rank failed (see its output above): {status}");
+    launcher::run_under_weftrun("training_multirank", RANKS, CHILD_FLAG, 180);
 }
 
 fn ok<T>(what: &str, r: weft::Result<T>) -> T {
