@@ -146,8 +146,8 @@ WEFT_API weft_status_t weft_ring_shift(weft_mesh_t mesh, const char* dim, int sh
            "this rank receives its own send",
            rcount, scount, rank, shift, static_cast<long long>(k), dim);
     }
-    const auto a = span_of(s.view);
-    const auto z = span_of(r.view);
+    const auto a = s.view.byte_span();
+    const auto z = r.view.byte_span();
     if (a.first < a.second && z.first < z.second && a.first < z.second && z.first < a.second) {
       fail(Status::invalid_argument, "send and recv overlap on rank %d; recv is written while send is read", rank);
     }

@@ -37,8 +37,8 @@ void check_pair(const shard::Sharded& s, const shard::Sharded& d) {
          "src's and dst's meshes were made from different parent communicators; a redistribution between two meshes "
          "needs both made from one communicator");
   }
-  const auto a = span_of(s.local);
-  const auto b = span_of(d.local);
+  const auto a = s.local.byte_span();
+  const auto b = d.local.byte_span();
   if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second) {
     fail(Status::invalid_argument, "src's and dst's local memory overlap; redistribution writes dst while reading src");
   }

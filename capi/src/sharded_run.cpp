@@ -9,14 +9,6 @@
 
 namespace weft::capi {
 
-std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v) {
-  if (v.numel() == 0 || !v.base) return {0, 0};
-  int64_t last = 0;
-  for (int k = 0; k < v.ndim; ++k) last += (v.shape[k] - 1) * v.strides[k];
-  const auto lo = reinterpret_cast<uintptr_t>(v.base);
-  return {lo, lo + static_cast<uintptr_t>(last + 1) * v.elem};
-}
-
 bool on_device_pair(Comm& anchor, const shard::Sharded& a, const char* a_name, const shard::Sharded& b,
                     const char* b_name, void* stream) {
   struct Side {
@@ -27,7 +19,7 @@ bool on_device_pair(Comm& anchor, const shard::Sharded& a, const char* a_name, c
   size_t n = 0;
   auto add = [&](const shard::Sharded& t, const char* name) {
     if (!t.mesh->member()) return;  // a descriptor: no local piece
-    const auto span = span_of(t.local);
+    const auto span = t.local.byte_span();
     sides[n++] = {{t.local.base, span.second - span.first, name}, t.on_device};
   };
   add(a, a_name);

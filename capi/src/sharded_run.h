@@ -13,9 +13,6 @@
 
 namespace weft::capi {
 
-// The bytes a view spans, [lo, hi), for overlap checks (empty when it holds no element).
-std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v);
-
 // Whether this rank's side of a redistribution runs on the device: its local pieces are
 // device memory (gpu::route on the anchor communicator, which also refuses a mix of host and
 // device memory naming both sides, managed memory, memory or a stream of another GPU, and a

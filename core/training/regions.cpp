@@ -18,15 +18,6 @@ std::string shape_text(const int64_t* s, int n) {
 }
 std::string shape_text(const shard::Shape& s) { return shape_text(s.data(), static_cast<int>(s.size())); }
 
-// The bytes a view spans, [lo, hi) (empty when it holds no element).
-std::pair<uintptr_t, uintptr_t> span_of(const kernels::StridedView& v) {
-  if (v.numel() == 0 || !v.base) return {0, 0};
-  int64_t last = 0;
-  for (int k = 0; k < v.ndim; ++k) last += (v.shape[k] - 1) * v.strides[k];
-  const auto lo = reinterpret_cast<uintptr_t>(v.base);
-  return {lo, lo + static_cast<uintptr_t>(last + 1) * v.elem};
-}
-
 shard::Placement placement(shard::Kind kind, int split_dim) {
   shard::Placement p;
   p.kind = kind;
@@ -217,8 +208,8 @@ RegionCall make_region_call(const std::shared_ptr<mesh::Mesh>& mesh, int dim, Re
            static_cast<long long>(out.view.shape[k]));
     }
   }
-  const auto a = span_of(in.view);
-  const auto b = span_of(out.view);
+  const auto a = in.view.byte_span();
+  const auto b = out.view.byte_span();
   if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second &&
       !(region_in_place_ok(op) && same_view(in.view, out.view))) {
     fail(Status::invalid_argument,

@@ -67,6 +67,14 @@ int64_t StridedView::numel() const {
   return n;
 }
 
+std::pair<uintptr_t, uintptr_t> StridedView::byte_span() const {
+  if (numel() == 0 || !base) return {0, 0};
+  int64_t last = 0;
+  for (int k = 0; k < ndim; ++k) last += (shape[k] - 1) * strides[k];
+  const auto lo = reinterpret_cast<uintptr_t>(base);
+  return {lo, lo + static_cast<uintptr_t>(last + 1) * elem};
+}
+
 StridedView StridedView::contiguous(void* base, size_t elem, int ndim, const int64_t* shape) {
   StridedView v;
   v.base = static_cast<char*>(base);

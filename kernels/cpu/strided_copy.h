@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace weft::kernels {
 
@@ -19,6 +20,9 @@ struct StridedView {
   int64_t strides[kMaxViewDims] = {};
 
   int64_t numel() const;
+  // The bytes the view spans, [lo, hi) as addresses ({0, 0} when it holds no element): what
+  // overlap checks and memory routing look at.
+  std::pair<uintptr_t, uintptr_t> byte_span() const;
   // A contiguous row-major view of `shape` at base.
   static StridedView contiguous(void* base, size_t elem, int ndim, const int64_t* shape);
   // The part starting at index `offset` with extent `extent` (both ndim values).
