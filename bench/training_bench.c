@@ -3,7 +3,7 @@
  * Public C ABI only.
  *
  *   build/bin/weftrun -n 4 build/bin/training-bench overlap [--layers 8] [--mib 4] [--sleep-ms 6] [--bucket-mib 25]
- *   build/bin/weftrun -n 4 build/bin/training-bench zero --stage 2 [--layers 8] [--mib 4] [--steps 10]
+ *   build/bin/weftrun -n 4 build/bin/training-bench zero --stage 2 [--layers 8] [--mib 4] [--steps 10] [--dtype bf16]
  *
  * overlap: a backward of `layers` layers, each producing a float32 gradient of `mib` MiB after
  *   sleeping `sleep-ms` (the layer's compute). Run two ways per repeat: (a) overlapped - each
@@ -14,7 +14,8 @@
  *   AdamW at the given stage (0 = plain data parallel): stage 3 gathers each group before its
  *   forward (prefetching the next) and again in backward, gradients are handed over last layer
  *   first. No model compute: the step time is ZeRO's communication and optimizer. Prints ms per
- *   step (median of the steps after the first), weft's memory report and the peak RSS.
+ *   step (median of the steps after the first), ZeRO's memory formula beside weft's memory
+ *   report, and how much the peak RSS grew from before the handle was made.
  * Rows start with the commit (WEFT_COMMIT from the caller, or "unknown").
  */
 #define _GNU_SOURCE
@@ -64,6 +65,7 @@ static const char *commit(void) {
 struct Opts {
   int layers, steps, stage;
   double mib, sleep_ms, bucket_mib;
+  int bf16;  // zero: bf16 parameters and gradients, float32 master weights (ZeRO's K = 12)
 };
 
 static void overlap(weft_comm_t comm, int rank, int size, const struct Opts *o) {
@@ -124,6 +126,15 @@ static void zero(weft_comm_t comm, int rank, int size, const struct Opts *o) {
   const size_t n = (size_t)(o->mib * (1 << 20) / 4);
   float *init = calloc(n, sizeof(float)), *grad = malloc(n * sizeof(float));
   for (size_t i = 0; i < n; ++i) grad[i] = 1e-3f * (float)((i + (size_t)rank) % 13);
+  /* bf16 gradients: the upper halves of the float32 ones (truncation is fine for timing). */
+  uint16_t *grad16 = malloc(n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, &grad[i], sizeof bits);
+    grad16[i] = (uint16_t)(bits >> 16);
+  }
+  struct rusage before;
+  getrusage(RUSAGE_SELF, &before);
   int64_t shape[1] = {(int64_t)n};
   weft_tensor_t *params = calloc((size_t)o->layers, sizeof *params);
   int *groups = calloc((size_t)o->layers, sizeof *groups);
@@ -134,11 +145,13 @@ static void zero(weft_comm_t comm, int rank, int size, const struct Opts *o) {
   weft_zero_config_t cfg = WEFT_ZERO_CONFIG_INIT;
   cfg.stage = o->stage;
   cfg.groups = groups;
+  cfg.param_dtype = o->bf16 ? WEFT_BFLOAT16 : WEFT_FLOAT32;
   weft_zero_t z;
   CHECK(weft_zero_create(mesh, "dp", params, (size_t)o->layers, &cfg, &z));
   double *ms = calloc((size_t)o->steps, sizeof *ms);
   weft_zero_step_info_t info = WEFT_ZERO_STEP_INFO_INIT;
-  const weft_tensor_t gview = {grad, WEFT_DEVICE_CPU, 0, 1, WEFT_FLOAT32, shape, NULL, 0};
+  const weft_tensor_t gview = {o->bf16 ? (void *)grad16 : (void *)grad, WEFT_DEVICE_CPU, 0, 1,
+                               o->bf16 ? WEFT_BFLOAT16 : WEFT_FLOAT32, shape, NULL, 0};
   for (int s = 0; s < o->steps; ++s) {
     CHECK(weft_barrier(comm, NULL, NULL));
     const double t0 = now_s();
@@ -169,12 +182,21 @@ static void zero(weft_comm_t comm, int rank, int size, const struct Opts *o) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   if (rank == 0) {
-    const double P = (double)o->layers * (double)n;
-    printf("%s zero stage=%d ranks=%d params=%.1fM: %.2f ms/step; comm %.2f P/step; weft memory: params %.1f MiB "
-           "grads %.1f MiB optimizer %.1f MiB buffers(peak) %.1f MiB; peak RSS %.1f MiB\n",
-           commit(), o->stage, size, P / 1e6, median(ms + 1, o->steps - 1), (double)info.comm_elements / P,
-           (double)mem.params / (1 << 20), (double)mem.grads / (1 << 20), (double)mem.optimizer / (1 << 20),
-           (double)mem.buffers_peak / (1 << 20), (double)ru.ru_maxrss / 1024.0);
+    const double P = (double)o->layers * (double)n, N = (double)size, MiB = 1 << 20;
+    /* ZeRO's formula for params + grads + optimizer state, bytes: p and g bytes per parameter,
+     * K bytes of optimizer state (Adam: m, v, and the float32 master copy with bf16). */
+    const double pb = o->bf16 ? 2 : 4, K = o->bf16 ? 12 : 8;
+    const double formula = o->stage == 0   ? (pb + pb + K) * P
+                           : o->stage == 1 ? (pb + pb) * P + K * P / N
+                           : o->stage == 2 ? pb * P + (pb + K) * P / N
+                                           : (pb + pb + K) * P / N;
+    const double held = (double)(mem.params + mem.grads + mem.optimizer);
+    printf("%s zero stage=%d ranks=%d params=%.1fM %s: %.2f ms/step; comm %.2f P/step; formula %.1f MiB, weft holds "
+           "%.1f MiB (params %.1f grads %.1f optimizer %.1f) + buffers(peak) %.1f MiB; peak RSS grew %.1f MiB\n",
+           commit(), o->stage, size, P / 1e6, o->bf16 ? "bf16" : "f32", median(ms + 1, o->steps - 1),
+           (double)info.comm_elements / P, formula / MiB, held / MiB, (double)mem.params / MiB, (double)mem.grads / MiB,
+           (double)mem.optimizer / MiB, (double)mem.buffers_peak / MiB,
+           (double)(ru.ru_maxrss - before.ru_maxrss) / 1024.0);
   }
   CHECK(weft_zero_destroy(z));
   CHECK(weft_mesh_destroy(mesh));
@@ -183,14 +205,15 @@ static void zero(weft_comm_t comm, int rank, int size, const struct Opts *o) {
   free(groups);
   free(init);
   free(grad);
+  free(grad16);
 }
 
 int main(int argc, char **argv) {
   if (argc < 2 || (strcmp(argv[1], "overlap") && strcmp(argv[1], "zero"))) {
-    fprintf(stderr, "usage: training-bench overlap|zero [--layers N] [--mib X] [--sleep-ms T] [--bucket-mib B] [--stage S] [--steps K]\n");
+    fprintf(stderr, "usage: training-bench overlap|zero [--layers N] [--mib X] [--sleep-ms T] [--bucket-mib B] [--stage S] [--steps K] [--dtype f32|bf16]\n");
     return 2;
   }
-  struct Opts o = {8, 10, 2, 4.0, 6.0, 25.0};
+  struct Opts o = {8, 10, 2, 4.0, 6.0, 25.0, 0};
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--layers")) o.layers = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--steps")) o.steps = atoi(argv[i + 1]);
@@ -198,6 +221,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--mib")) o.mib = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--sleep-ms")) o.sleep_ms = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--bucket-mib")) o.bucket_mib = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--dtype")) o.bf16 = !strcmp(argv[i + 1], "bf16");
     else {
       fprintf(stderr, "training-bench: unknown option %s\n", argv[i]);
       return 2;
