@@ -19,7 +19,16 @@ wait, unless WEFT_TIMEOUT is set in the environment (then that wins).
 
 Operations run in issue order on one worker thread per process group, which alone uses the
 communicator; each method returns at once a Work carrying a ``torch.futures.Future`` that the
-worker completes with the output tensors (or with the weft error, e.g. weft.Timeout).
+worker completes with the output tensors (or with the weft error, e.g. weft.Timeout). The C call
+runs without the GIL (ctypes releases it), in place on the caller's tensor when it is contiguous
+(DDP's buckets are). A worker outlives its group object until its queue is drained; at exit every
+worker is stopped and joined before the interpreter shuts down (a worker still running then would
+be killed inside torch's C++ code: "terminate called without an active exception").
+
+WEFT_TORCH_PROFILE=1 makes every group record, per operation kind, how long operations waited in
+the queue, ran (the weft call and its copies) and took to complete their futures, and the worker
+thread's CPU time: ``ProcessGroupWeft.profile()`` returns the totals (bench/ddp_bench.py --profile
+prints them per step).
 """
 
 import atexit
@@ -27,6 +36,7 @@ import collections
 import os
 import queue
 import threading
+import time
 import weakref
 
 import torch
@@ -198,22 +208,75 @@ class WeftWork(Work):
 
 _STOP = object()
 
+_PROFILE = os.environ.get("WEFT_TORCH_PROFILE", "") not in ("", "0")
 
-def _worker_loop(jobs, comm):
-    while True:
-        item = jobs.get()
-        if item is _STOP:
-            break
-        fn, future, work = item
+OpProfile = collections.namedtuple("OpProfile", "count bytes queued ran completed worker_cpu")
+OpProfile.__doc__ = ("Totals for one operation kind (WEFT_TORCH_PROFILE=1), times in seconds: queued (issue to the "
+                     "worker taking it), ran (the weft call with its copies), completed (setting the future, which "
+                     "runs its callbacks), worker_cpu (the worker thread's CPU time for these operations).")
+
+
+class _Profile:
+    """Per-group totals by operation kind; written by the worker, read by profile()."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ops = {}
+
+    def add(self, what, nbytes, queued, ran, completed, cpu):
+        with self.lock:
+            c = self.ops.get(what) or [0, 0, 0.0, 0.0, 0.0, 0.0]
+            c[0] += 1
+            c[1] += nbytes
+            c[2] += queued
+            c[3] += ran
+            c[4] += completed
+            c[5] += cpu
+            self.ops[what] = c
+
+    def snapshot(self, reset):
+        with self.lock:
+            out = {k: OpProfile(*v) for k, v in self.ops.items()}
+            if reset:
+                self.ops = {}
+        return out
+
+
+# Every worker thread that has not finished -> (its queue, its communicator): joined at exit even
+# when its group object is gone (destroy_process_group drops the group; its __del__ only queues
+# the stop and does not wait).
+_workers_lock = threading.Lock()
+_workers = {}
+
+
+def _worker_loop(jobs, comm, profile):
+    try:
+        while True:
+            item = jobs.get()
+            if item is _STOP:
+                break
+            fn, future, work, what, nbytes, issued = item
+            value = None
+            if profile is not None:
+                t1, c1 = time.perf_counter(), time.thread_time()
+            try:
+                value = fn()
+            except Exception as e:
+                t2 = time.perf_counter() if profile is not None else 0.0
+                future.set_exception(e)
+            else:
+                t2 = time.perf_counter() if profile is not None else 0.0
+                future.set_result(value)
+            work._completed()
+            if profile is not None:
+                profile.add(what, nbytes, t1 - issued, t2 - t1, time.perf_counter() - t2, time.thread_time() - c1)
+            del item, fn, future, work, value
+    finally:
         try:
-            value = fn()
-        except Exception as e:
-            future.set_exception(e)
-        else:
-            future.set_result(value)
-        work._completed()
-        del item, fn, future, work
-    comm.close()
+            comm.close()
+        finally:
+            with _workers_lock:
+                _workers.pop(threading.current_thread(), None)
 
 
 _live_groups = weakref.WeakSet()
@@ -233,8 +296,11 @@ class ProcessGroupWeft(ProcessGroup):
         self._pins = _Pins()
         self._jobs = queue.SimpleQueue()
         self._stopped = False
-        self._thread = threading.Thread(target=_worker_loop, args=(self._jobs, comm), daemon=True,
+        self._profile = _Profile() if _PROFILE else None
+        self._thread = threading.Thread(target=_worker_loop, args=(self._jobs, comm, self._profile), daemon=True,
                                         name="weft-pg-%d" % rank)
+        with _workers_lock:
+            _workers[self._thread] = (self._jobs, comm)
         self._thread.start()
         _live_groups.add(self)
 
@@ -264,12 +330,21 @@ class ProcessGroupWeft(ProcessGroup):
         except Exception:
             pass
 
-    def _submit(self, fn):
+    def profile(self, reset=False):
+        """{operation kind: OpProfile} since the start (or the last reset=True); empty unless
+        WEFT_TORCH_PROFILE=1 was set when the group was made."""
+        return self._profile.snapshot(reset) if self._profile is not None else {}
+
+    def _submit(self, fn, what, tensors=()):
         if self._stopped:
             raise InvalidArgument("the weft process group has been shut down")
         future = torch.futures.Future()
         work = WeftWork(future, self._pins)
-        self._jobs.put((fn, future, work))
+        if self._profile is not None:
+            nbytes = sum(t.numel() * t.element_size() for t in tensors)
+            self._jobs.put((fn, future, work, what, nbytes, time.perf_counter()))
+        else:
+            self._jobs.put((fn, future, work, what, 0, 0.0))
         return work
 
     # ------------------------------------------------------------ collectives
@@ -285,7 +360,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 t.copy_(c)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "allreduce", [t])
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -300,7 +375,7 @@ class ProcessGroupWeft(ProcessGroup):
                 if back:
                     t.copy_(c)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "allreduce_coalesced", tensors)
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -313,7 +388,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 t.copy_(c)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "broadcast", [t])
 
     def reduce(self, tensors, opts=None):
         op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -327,7 +402,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back and comm.rank == root:
                 t.copy_(c)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "reduce", [t])
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "allgather input")
@@ -347,7 +422,7 @@ class ProcessGroupWeft(ProcessGroup):
             comm.allgather(_view(c), _view(flat))
             _scatter_into(flat, outs)
             return output_tensors
-        return self._submit(run)
+        return self._submit(run, "allgather", outs)
 
     def _allgather_base(self, output, input, opts=None):
         _check_tensor(input, "all_gather_into_tensor input")
@@ -364,7 +439,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 output.copy_(oc)
             return [output]
-        return self._submit(run)
+        return self._submit(run, "allgather", [output])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -386,7 +461,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 out.copy_(oc)
             return output_tensors
-        return self._submit(run)
+        return self._submit(run, "reduce_scatter", ins)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = weft_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -404,7 +479,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 output.copy_(oc)
             return [output]
-        return self._submit(run)
+        return self._submit(run, "reduce_scatter", [input])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         _check_tensor(input, "all_to_all_single input")
@@ -428,7 +503,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 output.copy_(oc)
             return [output]
-        return self._submit(run)
+        return self._submit(run, "alltoall", [input])
 
     def _split_counts(self, t, splits, what):
         n = self.size()
@@ -464,7 +539,7 @@ class ProcessGroupWeft(ProcessGroup):
                            [o.numel() for o in output_tensors])
             _scatter_into(recv, output_tensors)
             return output_tensors
-        return self._submit(run)
+        return self._submit(run, "alltoall", input_tensors)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -491,7 +566,7 @@ class ProcessGroupWeft(ProcessGroup):
             else:
                 comm.gather(_view(c), None, root=root)
             return output_tensors
-        return self._submit(run)
+        return self._submit(run, "gather", [t])
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -516,7 +591,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 out.copy_(oc)
             return output_tensors
-        return self._submit(run)
+        return self._submit(run, "scatter", [out])
 
     def barrier(self, opts=None):
         comm = self._comm
@@ -524,7 +599,7 @@ class ProcessGroupWeft(ProcessGroup):
         def run():
             comm.barrier()
             return []
-        return self._submit(run)
+        return self._submit(run, "barrier", ())
 
     # ------------------------------------------------------------ point-to-point
 
@@ -543,7 +618,7 @@ class ProcessGroupWeft(ProcessGroup):
             c, _ = _contig(t)
             comm.send(_view(c), dstRank)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "send", [t])
 
     def recv(self, tensors, srcRank, tag=0):  # noqa: N803
         self._check_tag(tag)
@@ -556,7 +631,7 @@ class ProcessGroupWeft(ProcessGroup):
             if back:
                 t.copy_(c)
             return tensors
-        return self._submit(run)
+        return self._submit(run, "recv", [t])
 
     def recv_anysource(self, tensors, tag=0):
         raise Unsupported("the weft backend cannot receive from any source; pass src= to recv")
@@ -604,12 +679,30 @@ _register()
 
 
 @atexit.register
-def _shutdown_all():
+def _shutdown_all(timeout=30):
+    """Stops and joins every worker before the interpreter finalizes: a daemon thread still in
+    Python then is killed with pthread_exit, which aborts the process when it unwinds through
+    torch's C++ frames ("terminate called without an active exception"). A worker stuck in a
+    collective past `timeout` seconds gets its communicator aborted, then a few more seconds."""
     for pg in list(_live_groups):
         try:
-            pg.shutdown(wait=True, timeout=30)
+            pg.shutdown(wait=False)
         except Exception:
             pass
+    with _workers_lock:
+        workers = [(t, jobs, comm) for t, (jobs, comm) in _workers.items() if t is not threading.current_thread()]
+    for _, jobs, _ in workers:
+        jobs.put(_STOP)  # a second stop after the group's own is never read
+    deadline = time.monotonic() + timeout
+    for thread, _, _ in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    for thread, _, comm in workers:
+        if thread.is_alive():
+            try:
+                comm.abort()
+                thread.join(5)
+            except Exception:
+                pass
 
 
 # Tensor, sequence and context parallelism on weft's meshes (weft/training.h): the region

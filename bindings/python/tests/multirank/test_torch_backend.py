@@ -3,6 +3,10 @@ ProcessGroup method through the public torch.distributed API, futures, errors, s
 and DDP parity with single-process training (gloo as the control)."""
 
 import datetime
+import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -253,3 +257,57 @@ def test_ddp_matches_single_process(backend):
     for e in everyone:
         assert torch.equal(e, flat)
     np.testing.assert_array_less(worst, 1e-6)
+
+
+# ------------------------------------------------------------------ exit and profiling (one process)
+
+_EXIT_CHILD = r'''
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+import torch.distributed as dist
+import weft.torch as wt
+
+dist.init_process_group("weft", store=dist.HashStore(), rank=0, world_size=1)
+pg = dist.group.WORLD
+t = torch.ones(4)
+dist.all_reduce(t)
+prof = pg.profile()
+assert set(prof) == {"allreduce"} and prof["allreduce"].count == 1 and prof["allreduce"].bytes == 16, prof
+assert prof["allreduce"].ran >= 0 and prof["allreduce"].queued >= 0, prof
+
+
+def late():
+    # Still running when the main thread reaches the end of the script; ends in torch's C++ code.
+    time.sleep(0.5)
+    torch.ones(1 << 20).add_(1)
+    print("late job done", flush=True)
+    return []
+
+
+pg._submit(late, "late")
+dist.destroy_process_group()  # drops the group: only its worker knows about the queued job now
+del pg
+print("main done", flush=True)
+'''
+
+
+_LAUNCHER_ENV = {"WEFT_RANK", "WEFT_WORLD_SIZE", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_MASTER_ADDR",
+                 "WEFT_MASTER_PORT", "WEFT_JOB_SECRET", "WEFT_STORE_HOSTED", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                 "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+
+
+def test_exit_waits_for_workers_of_destroyed_groups(tmp_path):
+    """A worker still running when the interpreter finalizes is killed inside torch's C++ code
+    ("terminate called without an active exception", SIGABRT): the exit handler must join the
+    workers of every group, including groups already destroyed. Also WEFT_TORCH_PROFILE=1."""
+    script = tmp_path / "child.py"
+    script.write_text(_EXIT_CHILD)
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}  # a job of its own (unique-id path)
+    env["WEFT_TORCH_PROFILE"] = "1"
+    package_root = str(pathlib.Path(wt.__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, str(script), package_root], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert "terminate called" not in done.stderr, done.stderr
+    assert done.stdout.split() == ["main", "done", "late", "job", "done"], (done.stdout, done.stderr)
