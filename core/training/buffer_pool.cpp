@@ -5,6 +5,7 @@
 namespace weft::training {
 
 BufferPool::Buffer BufferPool::take(size_t bytes) {
+  most_out_ = std::max(most_out_, ++out_);
   // The smallest kept buffer that fits.
   auto best = kept_.end();
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
@@ -23,8 +24,9 @@ BufferPool::Buffer BufferPool::take(size_t bytes) {
 
 void BufferPool::give(Buffer&& b) {
   if (!b) return;
+  --out_;
   kept_.push_back(std::move(b));
-  if (kept_.size() <= kKept) return;
+  if (kept_.size() <= most_out_) return;
   auto smallest = std::min_element(kept_.begin(), kept_.end(),
                                    [](const Buffer& x, const Buffer& y) { return x.bytes < y.bytes; });
   kept_.erase(smallest);

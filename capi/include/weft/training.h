@@ -308,7 +308,8 @@ typedef struct weft_zero_memory {
   uint64_t grads;           /* gradients held between grad_ready and step (full or shard) */
   uint64_t optimizer;       /* float32 master weights and optimizer state (full or shard) */
   uint64_t buffers;         /* communication buffers now: buckets, gathered stage-3 groups, and
-                               up to four kept for reuse (a step needs the same sizes again) */
+                               those kept for reuse (as many as were ever in use at once: the
+                               next step needs them again) */
   uint64_t buffers_peak;    /* the most `buffers` has been */
 } weft_zero_memory_t;
 
