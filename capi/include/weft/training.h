@@ -203,7 +203,11 @@ typedef struct weft_optimizer_config {
  *   names: optional, parameter names for messages and the saved state ("param[i]" otherwise).
  *   grad_op: WEFT_AVG (the mean over the data-parallel ranks) or WEFT_SUM.
  *   wire: the gradients' wire format (float32 parameters only for BF16/FP8_E4M3).
- *   max_grad_norm: clip the unscaled gradients to this global L2 norm (0 = no clipping).
+ *   max_grad_norm: clip the unscaled gradients to this global L2 norm (0 = no clipping). The
+ *     norm (and the inf/NaN decision) is taken over every rank of the mesh: each data-parallel
+ *     group's shards once, and the other dims' coordinates as distinct parameters (tensor-parallel
+ *     shards); a parameter replicated over another dim counts once per copy, so give such a
+ *     mesh only parameters that differ across its other dims, or clip in the framework.
  *   loss_scale: the factor the caller multiplied its loss by (1 = none). Gradients are divided by
  *     it before the step. If any gradient element on any rank is inf or NaN, every rank skips
  *     the step (one decision, all-reduced). dynamic_loss_scale != 0: torch.amp.GradScaler's
