@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_device.h"
 #include "injection.h"
 #include "mp_common.h"
 #include "reference.h"
@@ -165,11 +166,7 @@ int main() {
     return 77;
   }
   mpt::World w = mpt::init_world();
-  // The communicator's GPU (weft.h's rule: WEFT_DEVICE, else local rank % devices; one host, so
-  // local rank == rank): the gradients must live there, or weft refuses them.
-  int device = w.rank % ndev;
-  if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
-  CUDA_OK(cudaSetDevice(device));
+  weft::gputest::use_rank_device(w.rank, ndev);  // the gradients must live on the comm's GPU
   int cases = 0;
   for (weft_dtype_t dt : {WEFT_FLOAT32, WEFT_BFLOAT16, WEFT_FLOAT16}) {
     for (weft_op_t op : {WEFT_SUM, WEFT_AVG}) {

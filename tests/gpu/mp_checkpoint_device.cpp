@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_device.h"
 #include "device_sharding_ref.h"
 #include "injection.h"
 #include "mp_common.h"
@@ -236,9 +237,7 @@ int main() {
   if (g_size < 2) mpt::die("run under weftrun with 2 or more ranks (the load mesh has n - 1)");
   // Each rank's pieces on a GPU of its own where there are enough (device_id says which), else
   // all on WEFT_DEVICE.
-  g_device = g_rank % devices;
-  if (const char* v = std::getenv("WEFT_DEVICE")) g_device = std::atoi(v);
-  cudaSetDevice(g_device);
+  g_device = weft::gputest::use_rank_device(g_rank, devices);
   cudaStreamCreateWithFlags(&g_readback, cudaStreamNonBlocking);
 
   const int n = g_size;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_device.h"
 #include "injection.h"
 #include "mp_common.h"
 #include "mp_device_cases.h"
@@ -257,10 +258,7 @@ int main() {
   weft_comm_size(g.comm, &g.size);
   mpt::set_log_rank(g.rank, g.size);
   // The communicator's GPU: the one its buffers must be on.
-  int device = 0;
-  if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
-  else device = g.rank % devices;  // one host: local rank == rank
-  cudaSetDevice(device);
+  weft::gputest::use_rank_device(g.rank, devices);
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
 

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_device.h"
 #include "device_sharding_ref.h"
 #include "injection.h"
 #include "mp_common.h"
@@ -276,9 +277,7 @@ int main() {
   g_size = w.size;
   mpt::set_log_rank(g_rank, g_size);
   // The communicators' GPU, which the local pieces must be on.
-  int device = g_rank % devices;  // one host: local rank == rank
-  if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
-  cudaSetDevice(device);
+  weft::gputest::use_rank_device(g_rank, devices);
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&g_readback, cudaStreamNonBlocking);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "rank_device.h"
 #include "device_sharding_ref.h"
 #include "injection.h"
 #include "mp_common.h"
@@ -272,9 +273,7 @@ int main() {
   g_rank = w.rank;
   g_size = w.size;
   mpt::set_log_rank(g_rank, g_size);
-  int device = g_rank % devices;  // one host: local rank == rank
-  if (const char* v = std::getenv("WEFT_DEVICE")) device = std::atoi(v);
-  cudaSetDevice(device);
+  weft::gputest::use_rank_device(g_rank, devices);
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&g_readback, cudaStreamNonBlocking);
