@@ -213,7 +213,9 @@ _PROFILE = os.environ.get("WEFT_TORCH_PROFILE", "") not in ("", "0")
 OpProfile = collections.namedtuple("OpProfile", "count bytes queued ran completed worker_cpu")
 OpProfile.__doc__ = ("Totals for one operation kind (WEFT_TORCH_PROFILE=1), times in seconds: queued (issue to the "
                      "worker taking it), ran (the weft call with its copies), completed (setting the future, which "
-                     "runs its callbacks), worker_cpu (the worker thread's CPU time for these operations).")
+                     "runs its callbacks), worker_cpu (the worker thread's CPU time for these operations). count, bytes, "
+                     "queued and ran include an operation once its wait() returns; completed and worker_cpu "
+                     "may trail by that operation for a moment.")
 
 
 class _Profile:
@@ -223,13 +225,20 @@ class _Profile:
         self.lock = threading.Lock()
         self.ops = {}
 
-    def add(self, what, nbytes, queued, ran, completed, cpu):
+    def add_ran(self, what, nbytes, queued, ran):
+        """Before the future completes, so a caller whose wait() returned sees its operation counted."""
         with self.lock:
             c = self.ops.get(what) or [0, 0, 0.0, 0.0, 0.0, 0.0]
             c[0] += 1
             c[1] += nbytes
             c[2] += queued
             c[3] += ran
+            self.ops[what] = c
+
+    def add_completed(self, what, completed, cpu):
+        """After the future completed (its callbacks ran): these two may trail the count by one op."""
+        with self.lock:
+            c = self.ops.get(what) or [0, 0, 0.0, 0.0, 0.0, 0.0]
             c[4] += completed
             c[5] += cpu
             self.ops[what] = c
@@ -259,18 +268,22 @@ def _worker_loop(jobs, comm, profile):
             value = None
             if profile is not None:
                 t1, c1 = time.perf_counter(), time.thread_time()
+            error = None
             try:
                 value = fn()
             except Exception as e:
-                t2 = time.perf_counter() if profile is not None else 0.0
-                future.set_exception(e)
-            else:
-                t2 = time.perf_counter() if profile is not None else 0.0
+                error = e
+            if profile is not None:
+                t2 = time.perf_counter()
+                profile.add_ran(what, nbytes, t1 - issued, t2 - t1)
+            if error is None:
                 future.set_result(value)
+            else:
+                future.set_exception(error)
             work._completed()
             if profile is not None:
-                profile.add(what, nbytes, t1 - issued, t2 - t1, time.perf_counter() - t2, time.thread_time() - c1)
-            del item, fn, future, work, value
+                profile.add_completed(what, time.perf_counter() - t2, time.thread_time() - c1)
+            del item, fn, future, work, value, error
     finally:
         try:
             comm.close()
