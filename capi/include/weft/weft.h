@@ -23,5 +23,6 @@
 #include "comm.h"   /* communicators, requests, collectives, point-to-point */
 #include "mesh.h"   /* meshes, layouts, sharded tensors, redistribution, checkpoints */
 #include "training.h" /* gradient bucketer, ZeRO, tensor/sequence/context-parallel communication */
+#include "pipeline.h" /* pipeline schedules: generators, validator, simulator, tuning, executor */
 
 #endif /* WEFT_WEFT_H */

@@ -1,0 +1,163 @@
+// weft_schedule_generate, weft_schedule_simulate and weft_schedule_tune (weft/pipeline.h):
+// argument checks, the defaults of weft_pipeline_costs_t's NULL arrays, and the conversions to
+// core/pipeline/ (generate.cpp, simulator.cpp, tune.cpp).
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/src/pipeline_handles.h"
+#include "capi/src/shim.h"
+#include "capi/src/validate.h"
+#include "core/pipeline/generators.h"
+#include "core/pipeline/simulator.h"
+#include "core/pipeline/tune.h"
+
+using namespace weft;
+using namespace weft::capi;
+
+namespace {
+
+// A caller's struct with struct_size, copied over the defaults (older callers pass less).
+template <class T>
+T read_struct(const T* given, const T& defaults, const char* arg, const char* init) {
+  T c = defaults;
+  if (given->struct_size < sizeof(size_t) || given->struct_size > sizeof(T)) {
+    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, given->struct_size, init);
+  }
+  std::memcpy(&c, given, given->struct_size);
+  return c;
+}
+
+pipeline::Method read_kind(const weft_schedule_kind_t& kind, const char* arg) {
+  const int k = enum_bits(kind);
+  if (k < WEFT_SCHEDULE_GPIPE || k >= WEFT_SCHEDULE_NUM_KINDS) {
+    fail(Status::invalid_argument, "%s = %d; expected a generator, WEFT_SCHEDULE_GPIPE (0) .. WEFT_SCHEDULE_DUALPIPE_V (%d)",
+         arg, k, WEFT_SCHEDULE_NUM_KINDS - 1);
+  }
+  return static_cast<pipeline::Method>(k);
+}
+
+// n entries of arr, or fallback(s) for each stage when arr is NULL.
+template <class Fallback>
+std::vector<double> per_stage(const double* arr, int n, Fallback fallback) {
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int s = 0; s < n; ++s) out[static_cast<size_t>(s)] = arr ? arr[s] : fallback(s);
+  return out;
+}
+
+pipeline::Costs read_costs(const weft_pipeline_costs_t* given, int stages) {
+  if (!given) fail(Status::invalid_argument, "costs is NULL; expected weft_pipeline_costs_t (WEFT_PIPELINE_COSTS_INIT)");
+  const weft_pipeline_costs_t c =
+      read_struct(given, weft_pipeline_costs_t(WEFT_PIPELINE_COSTS_INIT), "costs", "WEFT_PIPELINE_COSTS_INIT");
+  if (c.nstages != stages) {
+    fail(Status::invalid_argument, "costs->nstages = %d; the schedule has %d stages", c.nstages, stages);
+  }
+  if (!c.forward) fail(Status::invalid_argument, "costs->forward is NULL; expected %d forward times", stages);
+  if (!c.backward && (!c.backward_input || !c.backward_weight)) {
+    fail(Status::invalid_argument,
+         "costs->backward is NULL and backward_input or backward_weight is NULL; expected backward, or both halves");
+  }
+  pipeline::Costs out;
+  const auto zero = [](int) { return 0.0; };
+  out.forward = per_stage(c.forward, stages, zero);
+  out.backward = per_stage(c.backward, stages, [&](int s) { return c.backward_input[s] + c.backward_weight[s]; });
+  out.backward_input = per_stage(c.backward_input, stages, [&](int s) { return c.backward[s] / 2; });
+  out.backward_weight = per_stage(c.backward_weight, stages, [&](int s) { return c.backward[s] / 2; });
+  out.activation_bytes = per_stage(c.activation_bytes, stages, zero);
+  out.weight_grad_bytes = per_stage(c.weight_grad_bytes, stages, [&](int s) { return out.activation_bytes[static_cast<size_t>(s)]; });
+  out.boundary_bytes = per_stage(c.boundary_bytes, stages, zero);
+  out.reduce_grad = per_stage(c.reduce_grad, stages, zero);
+  out.latency = c.latency;
+  out.bandwidth = c.bandwidth;
+  out.overhead = c.overhead;
+  return out;
+}
+
+pipeline::TuneConfig read_tune_config(const weft_tune_config_t* given) {
+  if (!given) fail(Status::invalid_argument, "config is NULL; expected weft_tune_config_t (WEFT_TUNE_CONFIG_INIT)");
+  const weft_tune_config_t c = read_struct(given, weft_tune_config_t(WEFT_TUNE_CONFIG_INIT), "config", "WEFT_TUNE_CONFIG_INIT");
+  if (c.layers < 1) fail(Status::invalid_argument, "config->layers = %d; expected >= 1", c.layers);
+  if (!c.layer_forward || !c.layer_backward) {
+    fail(Status::invalid_argument, "config->layer_forward or layer_backward is NULL; expected %d times each", c.layers);
+  }
+  pipeline::TuneConfig t;
+  t.ranks = c.ranks;
+  t.layer_forward.assign(c.layer_forward, c.layer_forward + c.layers);
+  t.layer_backward.assign(c.layer_backward, c.layer_backward + c.layers);
+  t.global_batch = c.global_batch;
+  t.microbatch_overhead = c.microbatch_overhead;
+  t.activation_bytes_per_sample = c.activation_bytes_per_sample;
+  t.boundary_bytes_per_sample = c.boundary_bytes_per_sample;
+  t.latency = c.latency;
+  t.bandwidth = c.bandwidth;
+  t.memory_cap = c.memory_cap;
+  t.static_bytes = c.static_bytes;
+  if (c.kinds) {
+    for (size_t k = 0; k < c.nkinds; ++k) {
+      const std::string arg = std::string("config->kinds[").append(std::to_string(k)).append("]");
+      t.kinds.push_back(read_kind(c.kinds[k], arg.c_str()));
+    }
+  }
+  t.max_stages_per_rank = c.max_stages_per_rank;
+  t.max_microbatches = c.max_microbatches;
+  return t;
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API weft_status_t weft_schedule_generate(weft_schedule_kind_t kind, const weft_schedule_config_t* config,
+                                              weft_schedule_t* schedule) {
+  return guarded(__func__, [&] {
+    check_out(schedule, "schedule");
+    *schedule = nullptr;
+    const pipeline::Method method = read_kind(kind, "kind");
+    weft_schedule_config_t c = WEFT_SCHEDULE_CONFIG_INIT;
+    if (config) c = read_struct(config, c, "config", "WEFT_SCHEDULE_CONFIG_INIT");
+    pipeline::GenerateOptions o;
+    o.ranks = c.ranks;
+    o.microbatches = c.microbatches;
+    o.stages_per_rank = c.stages_per_rank;
+    o.reduce_grad = c.reduce_grad != 0;
+    *schedule = register_schedule(std::make_shared<const pipeline::Schedule>(pipeline::generate(method, o)));
+  });
+}
+
+WEFT_API weft_status_t weft_schedule_simulate(weft_schedule_t schedule, const weft_pipeline_costs_t* costs,
+                                              weft_timeline_t* timeline) {
+  return guarded(__func__, [&] {
+    const auto s = lookup_schedule(schedule, "schedule")->schedule;
+    check_out(timeline, "timeline");
+    *timeline = nullptr;
+    *timeline = register_timeline(pipeline::simulate(s, read_costs(costs, s->stages)));
+  });
+}
+
+WEFT_API weft_status_t weft_schedule_tune(const weft_tune_config_t* config, weft_tune_candidate_t* candidates,
+                                          size_t capacity, size_t* count, int* best) {
+  return guarded(__func__, [&] {
+    check_out(count, "count");
+    check_out(best, "best");
+    const pipeline::TuneResult r = pipeline::tune(read_tune_config(config));
+    *count = r.candidates.size();
+    *best = r.best;
+    if (!candidates) return;
+    for (size_t k = 0; k < r.candidates.size() && k < capacity; ++k) {
+      const pipeline::TuneCandidate& c = r.candidates[k];
+      weft_tune_candidate_t& out = candidates[k];
+      out.kind = static_cast<weft_schedule_kind_t>(static_cast<int>(c.kind));
+      out.microbatches = c.microbatches;
+      out.stages_per_rank = c.stages_per_rank;
+      out.microbatch_size = c.microbatch_size;
+      out.step_time = c.step_time;
+      out.bubble_fraction = c.bubble_fraction;
+      out.peak_bytes = c.peak_bytes;
+      out.fits = c.fits ? 1 : 0;
+    }
+  });
+}
+
+}  // extern "C"

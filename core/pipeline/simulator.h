@@ -1,0 +1,26 @@
+// The simulator: a schedule and per-stage costs -> a timeline (weft/pipeline.h,
+// weft_pipeline_costs_t, states the model). Exact arithmetic on the given numbers: with uniform
+// costs the makespan equals the closed forms (tests/unit/test_pipeline_simulator.cpp).
+#pragma once
+
+#include <vector>
+
+#include "core/pipeline/timeline.h"
+
+namespace weft::pipeline {
+
+// Per stage, every array complete (capi/ resolves weft_pipeline_costs_t's NULL defaults).
+struct Costs {
+  std::vector<double> forward, backward, backward_input, backward_weight;
+  std::vector<double> activation_bytes, weight_grad_bytes, boundary_bytes, reduce_grad;
+  double latency = 0, bandwidth = 0, overhead = 0;
+};
+
+// Costs with every stage taking f, b (I and W b/2 each), no bytes.
+Costs uniform_costs(int stages, double f, double b);
+
+// Validates s first (throws as validate()); throws invalid_argument when costs do not have
+// s.stages entries.
+Timeline simulate(std::shared_ptr<const Schedule> s, const Costs& costs);
+
+}  // namespace weft::pipeline
