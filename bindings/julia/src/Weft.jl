@@ -20,6 +20,11 @@ Training parallelism (`weft/training.h`, src/training.jl): the gradient [`Bucket
 `Weft.param`, `Weft.grad_ready!`, `Weft.step!`), [`region_apply!`](@ref) (Megatron's regions) and
 [`ring_shift!`](@ref) (context parallelism).
 
+Pipeline parallelism (`weft/pipeline.h`, src/pipeline.jl, src/pipeline_exec.jl; untested here, no
+Julia toolchain): [`Schedule`](@ref)s as data (seven generators, action lists, torch's CSV, files;
+`Weft.validate`, `Weft.simulate` into a [`Timeline`](@ref), `Weft.tune`) and the
+[`Pipeline`](@ref) executor, which calls Julia functions as stage callbacks (`run!`).
+
 Thread safety follows weft.h: a communicator and its requests are used by one thread at a time
 (`Weft.abort` may be called from any thread). Communicators and requests have finalizers that
 never call into the library: they queue the handle, and the queue is drained (the handles
@@ -33,10 +38,12 @@ export Comm, Config, Request, WeftError,
        allreduce!, bcast!, reduce!, allgather!, allgatherv!, reduce_scatter!, alltoall!, alltoallv!,
        gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall,
        Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart,
-       Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!
+       Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!,
+       Schedule, Action, Timeline, Costs, Pipeline, Boundary, StageCall, run!
 
 include("capi.jl")
 include("capi_training.jl")   # weft/training.h: structs and raw wrappers
+include("capi_pipeline.jl")   # weft/pipeline.h: structs and raw wrappers
 
 "Element types the collectives accept."
 const WeftType = Union{Float64,Float32,Float16,Int8,UInt8,Int32,UInt32,Int64,UInt64}
@@ -181,6 +188,7 @@ function _drain()
     for (kind, h, _) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
     end
+    _drain_pipeline(items)   # pipelines, schedules, timelines (pipeline.jl)
     _drain_training(items)   # bucketers and ZeRO handles, before their communicators and meshes (training.jl)
     _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
     for (kind, h, _) in items
@@ -198,5 +206,7 @@ include("collectives.jl")   # collectives and the helpers the operations share
 include("p2p.jl")   # send, recv!, P2POp batches
 include("mesh.jl")   # meshes, sharded tensors, redistribution, checkpoints (weft/mesh.h)
 include("training.jl")   # gradient bucketer, ZeRO, regions, ring shift (weft/training.h)
+include("pipeline.jl")   # schedules, timelines, simulation, tuning (weft/pipeline.h)
+include("pipeline_exec.jl")   # the pipeline executor with Julia callbacks (weft/pipeline.h)
 
 end # module

@@ -159,7 +159,7 @@ function _load()
             for f in _FUNCTIONS
                 _syms[f] = Libdl.dlsym(h, f)
             end
-            for f in (_MESH_FUNCTIONS..., _TRAINING_FUNCTIONS...)   # optional families (capi_training.jl)
+            for f in (_MESH_FUNCTIONS..., _TRAINING_FUNCTIONS..., _PIPELINE_FUNCTIONS...)   # optional families
                 p = Libdl.dlsym(h, f; throw_error=false)
                 _syms[f] = p === nothing ? C_NULL : p
             end

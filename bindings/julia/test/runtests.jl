@@ -15,6 +15,7 @@ const UNDER_LAUNCHER = haskey(ENV, "WEFT_WORLD_SIZE")
 
 include("mesh_tests.jl")   # mesh_single_rank_tests(), mesh_multirank_tests(comm)
 include("training_tests.jl")   # training_single_rank_tests(), training_multirank_tests(comm)
+include("pipeline_tests.jl")   # pipeline_single_rank_tests(), pipeline_multirank_tests(comm)
 
 function solo()
     id = Weft.unique_id()
@@ -369,6 +370,9 @@ function multirank_tests()
     @testset "training: bucketer, ZeRO, regions" begin
         training_multirank_tests(c)
     end
+    @testset "pipelines: schedules and the executor" begin
+        pipeline_multirank_tests(c)
+    end
     barrier(c)
     close(c)
 end
@@ -396,6 +400,7 @@ else
         single_rank_tests()
         mesh_single_rank_tests()
         training_single_rank_tests()
+        pipeline_single_rank_tests()
     end
     spawn_multirank()
 end

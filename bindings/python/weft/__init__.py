@@ -25,6 +25,13 @@ Training parallelism (weft/training.h):
     weft.region_apply(mesh, "tp", "copy", True, 0, grad, out)   # Megatron regions
     weft.ring_shift(mesh, "cp", 1, kv, kv_next, async_op=True)  # context-parallel rings
 
+Pipeline schedules (weft/pipeline.h):
+
+    s = weft.Schedule.generate("zbv", ranks=4, microbatches=8)   # or from_actions / from_csv / load
+    s.validate(); print(s.to_csv()); t = s.simulate(forward=1.0, backward=2.0); t.write_svg("zbv.svg")
+    pipe = weft.Pipeline(comm, s, forward=f, backward_input=i, backward_weight=w, boundaries=[...])
+    pipe.run()                                  # weft.torch_pipeline runs torch stage modules
+
 ``import weft.torch`` registers the torch.distributed backend "weft"; weft.torch_parallel has the
 torch.autograd.Functions of the regions and ring attention.
 """
@@ -43,6 +50,8 @@ from ._checkpoint import Checkpoint, CheckpointTensor, load, save
 from ._training import WIRE_FP8_BLOCK, Bucketer, BucketerStats, Reduction, Wire, as_wire
 from ._zero import SGD, Adam, AdamW, StepInfo, Zero, ZeroMemory
 from ._regions import Region, as_region, chunk_range, out_shape, region_apply, region_op, ring_shift
+from ._pipeline import (GENERATORS, Action, ActionKind, Candidate, Pipeline, RankStats, Schedule, ScheduleInfo,
+                        ScheduleKind, Timeline, TuneResult, as_schedule_kind, tune)
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -58,6 +67,8 @@ __all__ = [
     "redistribute", "save",
     "Adam", "AdamW", "Bucketer", "BucketerStats", "Reduction", "Region", "SGD", "StepInfo", "WIRE_FP8_BLOCK", "Wire",
     "Zero", "ZeroMemory", "as_region", "as_wire", "chunk_range", "out_shape", "region_apply", "region_op", "ring_shift",
+    "Action", "ActionKind", "Candidate", "GENERATORS", "Pipeline", "RankStats", "Schedule", "ScheduleInfo",
+    "ScheduleKind", "Timeline", "TuneResult", "as_schedule_kind", "tune",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
@@ -71,6 +82,8 @@ def _at_exit():
     from ._comm import _close_all
     from ._mesh import _close_all as _close_meshes
     from ._training import _close_all as _close_training
+    from ._pipeline import _close_all as _close_pipelines
+    _close_pipelines()  # executors hold their communicator; not collective
     _close_training()  # bucketers and ZeRO handles; not collective
     _close_meshes()  # with their sharded tensors; not collective
     _close_all()

@@ -193,6 +193,76 @@ class weft_zero_memory_t(ctypes.Structure):  # noqa: N801
     ]
 
 
+# ------------------------------------------------------------------ pipeline.h
+
+class weft_action_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("kind", ctypes.c_int), ("stage", ctypes.c_int32), ("microbatch", ctypes.c_int32)]
+
+
+class weft_schedule_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ranks", ctypes.c_int), ("microbatches", ctypes.c_int),
+                ("stages_per_rank", ctypes.c_int), ("reduce_grad", ctypes.c_int)]
+
+
+class weft_schedule_info_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("kind", ctypes.c_int), ("ranks", ctypes.c_int),
+                ("stages", ctypes.c_int), ("microbatches", ctypes.c_int), ("stages_per_rank", ctypes.c_int)]
+
+
+class weft_timeline_info_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ranks", ctypes.c_int), ("makespan", ctypes.c_double),
+                ("bubble_fraction", ctypes.c_double)]
+
+
+class weft_rank_stats_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("busy", ctypes.c_double), ("idle", ctypes.c_double),
+                ("peak_activations", ctypes.c_int), ("peak_activation_bytes", ctypes.c_double)]
+
+
+_dbl_p = ctypes.POINTER(ctypes.c_double)
+
+
+class weft_pipeline_costs_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("nstages", ctypes.c_int), ("forward", _dbl_p),
+                ("backward", _dbl_p), ("backward_input", _dbl_p), ("backward_weight", _dbl_p),
+                ("activation_bytes", _dbl_p), ("weight_grad_bytes", _dbl_p), ("boundary_bytes", _dbl_p),
+                ("latency", ctypes.c_double), ("bandwidth", ctypes.c_double), ("overhead", ctypes.c_double),
+                ("reduce_grad", _dbl_p)]
+
+
+class weft_tune_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("ranks", ctypes.c_int), ("layers", ctypes.c_int),
+                ("layer_forward", _dbl_p), ("layer_backward", _dbl_p), ("global_batch", ctypes.c_int),
+                ("microbatch_overhead", ctypes.c_double), ("activation_bytes_per_sample", ctypes.c_double),
+                ("boundary_bytes_per_sample", ctypes.c_double), ("latency", ctypes.c_double),
+                ("bandwidth", ctypes.c_double), ("memory_cap", ctypes.c_double), ("static_bytes", ctypes.c_double),
+                ("kinds", ctypes.POINTER(ctypes.c_int)), ("nkinds", ctypes.c_size_t),
+                ("max_stages_per_rank", ctypes.c_int), ("max_microbatches", ctypes.c_int)]
+
+
+class weft_tune_candidate_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("kind", ctypes.c_int), ("microbatches", ctypes.c_int), ("stages_per_rank", ctypes.c_int),
+                ("microbatch_size", ctypes.c_int), ("step_time", ctypes.c_double),
+                ("bubble_fraction", ctypes.c_double), ("peak_bytes", ctypes.c_double), ("fits", ctypes.c_int)]
+
+
+class weft_stage_call_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("kind", ctypes.c_int), ("stage", ctypes.c_int), ("microbatch", ctypes.c_int),
+                ("input", ctypes.POINTER(weft_tensor_t)), ("output", ctypes.POINTER(weft_tensor_t))]
+
+
+# STAGE_FN is weft_stage_fn: weft_status_t (*)(const weft_stage_call_t *call, void *user_data)
+STAGE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(weft_stage_call_t), ctypes.c_void_p)
+
+
+class weft_pipeline_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("forward", STAGE_FN), ("backward", STAGE_FN),
+                ("backward_input", STAGE_FN), ("backward_weight", STAGE_FN),
+                ("reduce_grad", STAGE_FN), ("user_data", ctypes.c_void_p),
+                ("boundaries", ctypes.POINTER(weft_tensor_t)), ("nboundaries", ctypes.c_size_t),
+                ("stream", ctypes.c_void_p), ("record", ctypes.c_int)]
+
+
 _status = ctypes.c_int
 _dtype = ctypes.c_int
 _op = ctypes.c_int
@@ -334,6 +404,42 @@ PROTOTYPES = {
     "weft_region_apply": (_status, [_handle, _str, _int, _int, _int, _tensor_p, _tensor_p, _vp, _handle_p]),
     # mesh, dim, shift, send, recv, stream, request
     "weft_ring_shift": (_status, [_handle, _str, _int, _tensor_p, _tensor_p, _vp, _handle_p]),
+    # ---- pipeline.h (see PIPELINE_FUNCTIONS)
+    # kind, config, schedule
+    "weft_schedule_generate": (_status, [_int, ctypes.POINTER(weft_schedule_config_t), _handle_p]),
+    # nranks, actions, counts, schedule
+    "weft_schedule_create": (_status, [_int, ctypes.POINTER(ctypes.POINTER(weft_action_t)), _size_p, _handle_p]),
+    "weft_schedule_destroy": (_status, [_handle]),
+    "weft_schedule_info": (_status, [_handle, ctypes.POINTER(weft_schedule_info_t)]),
+    # schedule, rank, actions, count
+    "weft_schedule_actions": (_status, [_handle, _int, ctypes.POINTER(ctypes.POINTER(weft_action_t)), _size_p]),
+    # schedule, stage, rank
+    "weft_schedule_stage_rank": (_status, [_handle, _int, _int_p]),
+    "weft_schedule_validate": (_status, [_handle]),
+    # schedule, format, text, capacity, length
+    "weft_schedule_to_csv": (_status, [_handle, _int, _vp, _sz, _size_p]),
+    # text, length, schedule
+    "weft_schedule_from_csv": (_status, [_vp, _sz, _handle_p]),
+    "weft_schedule_save": (_status, [_handle, _str]),
+    "weft_schedule_load": (_status, [_str, _handle_p]),
+    "weft_timeline_info": (_status, [_handle, ctypes.POINTER(weft_timeline_info_t)]),
+    # timeline, rank, start, end, count, stats
+    "weft_timeline_rank": (_status, [_handle, _int, ctypes.POINTER(_dbl_p), ctypes.POINTER(_dbl_p), _size_p,
+                                     ctypes.POINTER(weft_rank_stats_t)]),
+    # timeline, format, path
+    "weft_timeline_write": (_status, [_handle, _int, _str]),
+    "weft_timeline_destroy": (_status, [_handle]),
+    # schedule, costs, timeline
+    "weft_schedule_simulate": (_status, [_handle, ctypes.POINTER(weft_pipeline_costs_t), _handle_p]),
+    # config, candidates, capacity, count, best
+    "weft_schedule_tune": (_status, [ctypes.POINTER(weft_tune_config_t), ctypes.POINTER(weft_tune_candidate_t), _sz,
+                                     _size_p, _int_p]),
+    # comm, schedule, config, pipeline
+    "weft_pipeline_create": (_status, [_handle, _handle, ctypes.POINTER(weft_pipeline_config_t), _handle_p]),
+    # pipeline, record
+    "weft_pipeline_run": (_status, [_handle, _handle_p]),
+    "weft_pipeline_destroy": (_status, [_handle]),
+    "weft_pipeline_set_error": (_status, [_str]),
 }
 
 # The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
@@ -345,8 +451,11 @@ MESH_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_mesh_", 
 # The training.h family (bucketer, ZeRO, regions, ring shift): optional in the same way.
 TRAINING_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_bucketer_", "weft_zero_", "weft_region_",
                                                                        "weft_ring_")))
+# The pipeline.h family (schedules, timelines, tuning, the executor): optional in the same way.
+PIPELINE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_schedule_", "weft_timeline_",
+                                                                       "weft_pipeline_")))
 # Functions a library may lack and still load (calling one then raises weft.Unsupported).
-OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS
+OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS
 
 
 def _candidates():

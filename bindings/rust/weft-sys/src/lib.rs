@@ -147,112 +147,18 @@ pub struct weft_tensor_t {
 
 // ------------------------------------------------------------------ mesh.h
 
-pub const WEFT_MESH_MAX_DIMS: usize = 4;
-/// Longest dim name, without its terminating NUL.
-pub const WEFT_MESH_MAX_NAME: usize = 31;
-
-/// Opaque `struct weft_mesh`.
-#[repr(C)]
-pub struct weft_mesh {
-    _private: [u8; 0],
-}
-pub type weft_mesh_t = *mut weft_mesh;
-
-/// `weft_mesh_config_t`; start from [`WEFT_MESH_CONFIG_INIT`].
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct weft_mesh_config_t {
-    pub struct_size: usize,
-    pub ranks: *const c_int,
-    pub nranks: usize,
-}
-
-/// `WEFT_MESH_CONFIG_INIT`.
-pub const WEFT_MESH_CONFIG_INIT: weft_mesh_config_t =
-    weft_mesh_config_t { struct_size: core::mem::size_of::<weft_mesh_config_t>(), ranks: core::ptr::null(), nranks: 0 };
-
-/// `enum weft_placement_kind`.
-pub type weft_placement_kind_t = c_int;
-pub const WEFT_REPLICATE: weft_placement_kind_t = 0;
-pub const WEFT_SHARD: weft_placement_kind_t = 1;
-pub const WEFT_PARTIAL: weft_placement_kind_t = 2;
-
-/// `weft_placement_t`: one placement per mesh dim (an array element: no struct_size).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct weft_placement_t {
-    pub kind: weft_placement_kind_t,
-    pub dim: c_int,
-    pub op: weft_op_t,
-}
-
-/// `WEFT_PLACEMENT_REPLICATE_INIT`.
-pub const WEFT_PLACEMENT_REPLICATE_INIT: weft_placement_t =
-    weft_placement_t { kind: WEFT_REPLICATE, dim: 0, op: WEFT_SUM };
-
-/// Opaque `struct weft_sharded`.
-#[repr(C)]
-pub struct weft_sharded {
-    _private: [u8; 0],
-}
-pub type weft_sharded_t = *mut weft_sharded;
-
-/// `weft_sharded_config_t`; start from [`WEFT_SHARDED_CONFIG_INIT`].
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct weft_sharded_config_t {
-    pub struct_size: usize,
-    pub name: *const c_char,
-}
-
-/// `WEFT_SHARDED_CONFIG_INIT`.
-pub const WEFT_SHARDED_CONFIG_INIT: weft_sharded_config_t =
-    weft_sharded_config_t { struct_size: core::mem::size_of::<weft_sharded_config_t>(), name: core::ptr::null() };
-
-/// `enum weft_redistribute_kind`.
-pub type weft_redistribute_kind_t = c_int;
-pub const WEFT_STEP_LOCAL: weft_redistribute_kind_t = 0;
-pub const WEFT_STEP_ALLGATHER: weft_redistribute_kind_t = 1;
-pub const WEFT_STEP_ALLREDUCE: weft_redistribute_kind_t = 2;
-pub const WEFT_STEP_REDUCE_SCATTER: weft_redistribute_kind_t = 3;
-pub const WEFT_STEP_ALLTOALL: weft_redistribute_kind_t = 4;
-pub const WEFT_STEP_EXCHANGE: weft_redistribute_kind_t = 5;
-
-/// `weft_redistribute_step_t` (`from` is a Rust keyword: `from_`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct weft_redistribute_step_t {
-    pub kind: weft_redistribute_kind_t,
-    pub mesh_dim: c_int,
-    pub from_: weft_placement_t,
-    pub to: weft_placement_t,
-    pub bytes_sent: u64,
-    pub max_bytes_sent: u64,
-}
-
-/// `weft_checkpoint_config_t`; start from [`WEFT_CHECKPOINT_CONFIG_INIT`].
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct weft_checkpoint_config_t {
-    pub struct_size: usize,
-    pub fsync: c_int,
-}
-
-/// `WEFT_CHECKPOINT_CONFIG_INIT`.
-pub const WEFT_CHECKPOINT_CONFIG_INIT: weft_checkpoint_config_t =
-    weft_checkpoint_config_t { struct_size: core::mem::size_of::<weft_checkpoint_config_t>(), fsync: 1 };
-
-/// Opaque `struct weft_checkpoint`.
-#[repr(C)]
-pub struct weft_checkpoint {
-    _private: [u8; 0],
-}
-pub type weft_checkpoint_t = *mut weft_checkpoint;
+mod mesh;
+pub use mesh::*;
 
 // ------------------------------------------------------------------ training.h
 
 mod training;
 pub use training::*;
+
+// ------------------------------------------------------------------ pipeline.h
+
+mod pipeline;
+pub use pipeline::*;
 
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
@@ -582,6 +488,81 @@ extern "C" {
         stream: *mut c_void,
         request: *mut weft_request_t,
     ) -> weft_status_t;
+
+    // ---- pipeline.h: schedules
+    pub fn weft_schedule_generate(
+        kind: weft_schedule_kind_t,
+        config: *const weft_schedule_config_t,
+        schedule: *mut weft_schedule_t,
+    ) -> weft_status_t;
+    pub fn weft_schedule_create(
+        nranks: c_int,
+        actions: *const *const weft_action_t,
+        counts: *const usize,
+        schedule: *mut weft_schedule_t,
+    ) -> weft_status_t;
+    pub fn weft_schedule_destroy(schedule: weft_schedule_t) -> weft_status_t;
+    pub fn weft_schedule_info(schedule: weft_schedule_t, info: *mut weft_schedule_info_t) -> weft_status_t;
+    pub fn weft_schedule_actions(
+        schedule: weft_schedule_t,
+        rank: c_int,
+        actions: *mut *const weft_action_t,
+        count: *mut usize,
+    ) -> weft_status_t;
+    pub fn weft_schedule_stage_rank(schedule: weft_schedule_t, stage: c_int, rank: *mut c_int) -> weft_status_t;
+    pub fn weft_schedule_validate(schedule: weft_schedule_t) -> weft_status_t;
+    pub fn weft_schedule_to_csv(
+        schedule: weft_schedule_t,
+        format: weft_csv_format_t,
+        text: *mut c_char,
+        capacity: usize,
+        length: *mut usize,
+    ) -> weft_status_t;
+    pub fn weft_schedule_from_csv(text: *const c_char, length: usize, schedule: *mut weft_schedule_t) -> weft_status_t;
+    pub fn weft_schedule_save(schedule: weft_schedule_t, path: *const c_char) -> weft_status_t;
+    pub fn weft_schedule_load(path: *const c_char, schedule: *mut weft_schedule_t) -> weft_status_t;
+
+    // ---- pipeline.h: timelines
+    pub fn weft_timeline_info(timeline: weft_timeline_t, info: *mut weft_timeline_info_t) -> weft_status_t;
+    pub fn weft_timeline_rank(
+        timeline: weft_timeline_t,
+        rank: c_int,
+        start: *mut *const f64,
+        end: *mut *const f64,
+        count: *mut usize,
+        stats: *mut weft_rank_stats_t,
+    ) -> weft_status_t;
+    pub fn weft_timeline_write(
+        timeline: weft_timeline_t,
+        format: weft_timeline_format_t,
+        path: *const c_char,
+    ) -> weft_status_t;
+    pub fn weft_timeline_destroy(timeline: weft_timeline_t) -> weft_status_t;
+
+    // ---- pipeline.h: simulation and tuning
+    pub fn weft_schedule_simulate(
+        schedule: weft_schedule_t,
+        costs: *const weft_pipeline_costs_t,
+        timeline: *mut weft_timeline_t,
+    ) -> weft_status_t;
+    pub fn weft_schedule_tune(
+        config: *const weft_tune_config_t,
+        candidates: *mut weft_tune_candidate_t,
+        capacity: usize,
+        count: *mut usize,
+        best: *mut c_int,
+    ) -> weft_status_t;
+
+    // ---- pipeline.h: the executor
+    pub fn weft_pipeline_create(
+        comm: weft_comm_t,
+        schedule: weft_schedule_t,
+        config: *const weft_pipeline_config_t,
+        pipeline: *mut weft_pipeline_t,
+    ) -> weft_status_t;
+    pub fn weft_pipeline_run(pipeline: weft_pipeline_t, record: *mut weft_timeline_t) -> weft_status_t;
+    pub fn weft_pipeline_destroy(pipeline: weft_pipeline_t) -> weft_status_t;
+    pub fn weft_pipeline_set_error(message: *const c_char) -> weft_status_t;
 }
 
 #[cfg(test)]

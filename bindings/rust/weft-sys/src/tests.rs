@@ -67,3 +67,42 @@ fn training_layouts_match_the_header() {
     assert_eq!(WEFT_ZERO_CONFIG_INIT.optimizer.kind, WEFT_OPTIMIZER_ADAMW);
     assert_eq!(WEFT_BUCKETER_CONFIG_INIT.op, WEFT_AVG);
 }
+
+#[test]
+fn pipeline_layouts_match_the_header() {
+    // sizeof/offsetof of capi/include/weft/pipeline.h on LP64 (measured with the C compiler).
+    use core::mem::{offset_of, size_of};
+    assert_eq!(size_of::<weft_action_t>(), 12);
+    assert_eq!(size_of::<weft_schedule_config_t>(), 24);
+    assert_eq!(size_of::<weft_schedule_info_t>(), 32);
+    assert_eq!(offset_of!(weft_schedule_info_t, stages_per_rank), 24);
+    assert_eq!(size_of::<weft_timeline_info_t>(), 32);
+    assert_eq!(offset_of!(weft_timeline_info_t, makespan), 16);
+    assert_eq!(size_of::<weft_rank_stats_t>(), 40);
+    assert_eq!(offset_of!(weft_rank_stats_t, peak_activations), 24);
+    assert_eq!(offset_of!(weft_rank_stats_t, peak_activation_bytes), 32);
+    assert_eq!(size_of::<weft_pipeline_costs_t>(), 104);
+    assert_eq!(offset_of!(weft_pipeline_costs_t, forward), 16);
+    assert_eq!(offset_of!(weft_pipeline_costs_t, latency), 72);
+    assert_eq!(offset_of!(weft_pipeline_costs_t, reduce_grad), 96);
+    assert_eq!(size_of::<weft_tune_config_t>(), 120);
+    assert_eq!(offset_of!(weft_tune_config_t, layer_forward), 16);
+    assert_eq!(offset_of!(weft_tune_config_t, global_batch), 32);
+    assert_eq!(offset_of!(weft_tune_config_t, microbatch_overhead), 40);
+    assert_eq!(offset_of!(weft_tune_config_t, kinds), 96);
+    assert_eq!(offset_of!(weft_tune_config_t, nkinds), 104);
+    assert_eq!(offset_of!(weft_tune_config_t, max_microbatches), 116);
+    assert_eq!(size_of::<weft_tune_candidate_t>(), 48);
+    assert_eq!(offset_of!(weft_tune_candidate_t, step_time), 16);
+    assert_eq!(offset_of!(weft_tune_candidate_t, fits), 40);
+    assert_eq!(size_of::<weft_stage_call_t>(), 32);
+    assert_eq!(offset_of!(weft_stage_call_t, input), 16);
+    assert_eq!(offset_of!(weft_stage_call_t, output), 24);
+    assert_eq!(size_of::<weft_pipeline_config_t>(), 88);
+    assert_eq!(offset_of!(weft_pipeline_config_t, user_data), 48);
+    assert_eq!(offset_of!(weft_pipeline_config_t, boundaries), 56);
+    assert_eq!(offset_of!(weft_pipeline_config_t, record), 80);
+    assert_eq!(WEFT_PIPELINE_CONFIG_INIT.struct_size, 88);
+    assert_eq!(WEFT_TUNE_CONFIG_INIT.global_batch, 1);
+    assert_eq!(WEFT_SCHEDULE_INFO_INIT.kind, WEFT_SCHEDULE_CUSTOM);
+}

@@ -30,7 +30,7 @@ pub enum Device {
 }
 
 impl Device {
-    fn raw(self) -> (sys::weft_device_type_t, c_int) {
+    pub(crate) fn raw(self) -> (sys::weft_device_type_t, c_int) {
         match self {
             Device::Cpu => (sys::WEFT_DEVICE_CPU, 0),
             Device::Cuda(id) => (sys::WEFT_DEVICE_CUDA, id),
