@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inject_tally.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,18 +26,8 @@ using weft::DType;
 
 // ---------------------------------------------------------------- injection (proof the checks can fail)
 
-inline bool inject_enabled() {
-  const char* e = std::getenv("WEFT_TEST_INJECT");
-  return e && std::strcmp(e, "1") == 0;
-}
-
-struct Tally {
-  long injected = 0, caught = 0;
-};
-inline Tally& tally() {
-  static Tally t;
-  return t;
-}
+using inject::tally;
+inline bool inject_enabled() { return inject::enabled(); }
 
 // Flips the top exponent bit of element n/2 (far outside every tolerance: it scales a value by
 // 2^+-128 (f32, bf16), 2^+-16 (f16) or 2^+-1024 (double), turns 0 into 2, inf/NaN into finite).

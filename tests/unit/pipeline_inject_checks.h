@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inject_tally.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,29 +21,10 @@
 
 namespace pipecheck {
 
-inline bool inject_enabled() {
-  const char* e = std::getenv("WEFT_TEST_INJECT");
-  return e && std::strcmp(e, "1") == 0;
-}
+using inject::tally;
+inline bool inject_enabled() { return inject::enabled(); }
 
-struct Tally {
-  long injected = 0, caught = 0;
-};
-inline Tally& tally() {
-  static Tally t;
-  return t;
-}
-
-class InjectionReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    if (!inject_enabled()) return;
-    std::printf("injection: %ld cases, %ld caught\n", tally().injected, tally().caught);
-    EXPECT_TRUE(tally().injected > 0 && tally().caught == tally().injected)
-        << "WEFT_TEST_INJECT: a corrupted result passed, or none was corrupted";
-  }
-};
-inline ::testing::Environment* const kInjectionReport = ::testing::AddGlobalTestEnvironment(new InjectionReport);
+inline ::testing::Environment* const kInjectionReport = inject::register_report();
 
 // Records one check's outcome: pass is whether the (possibly corrupted) result passed.
 inline void record(bool injected, bool pass, const std::string& what) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inject_tally.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -28,18 +30,8 @@ inline std::string cat(const T&... parts) {
 
 // ---------------------------------------------------------------- injection (proof the checks can fail)
 
-inline bool inject_enabled() {
-  const char* e = std::getenv("WEFT_TEST_INJECT");
-  return e && std::strcmp(e, "1") == 0;
-}
-
-struct Tally {
-  long injected = 0, caught = 0;
-};
-inline Tally& tally() {
-  static Tally t;
-  return t;
-}
+using inject::tally;
+inline bool inject_enabled() { return inject::enabled(); }
 
 // Runs check(got) (an empty string = fine, else what is wrong); with injection on, corrupt(got)
 // first and the check must then fail.

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inject_tally.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -74,31 +76,12 @@ inline std::string show(const std::vector<std::vector<Action>>& lists) {
 }
 
 // ---------------------------------------------------------------- injection
-inline bool inject_enabled() {
-  const char* v = std::getenv("WEFT_TEST_INJECT");
-  return v && std::strcmp(v, "1") == 0;
-}
-
-struct Tally {
-  long injected = 0, caught = 0;
-};
-inline Tally& tally() {
-  static Tally t;
-  return t;
-}
+using inject::tally;
+inline bool inject_enabled() { return inject::enabled(); }
 inline void record_injection(bool caught) {
   ++tally().injected;
   if (caught) ++tally().caught;
 }
 
-class InjectionReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    if (!inject_enabled()) return;
-    std::printf("injection: %ld cases, %ld caught\n", tally().injected, tally().caught);
-    EXPECT_TRUE(tally().injected > 0 && tally().caught == tally().injected)
-        << "WEFT_TEST_INJECT: a corrupted case kept its verdict, or none was corrupted";
-  }
-};
 
 }  // namespace schedtest

@@ -32,16 +32,7 @@ namespace {
 
 using namespace pictest;
 
-class InjectionReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    if (!inject_enabled()) return;
-    std::printf("injection: %ld cases, %ld caught\n", tally().injected, tally().caught);
-    EXPECT_TRUE(tally().injected > 0 && tally().caught == tally().injected)
-        << "WEFT_TEST_INJECT: a corrupted result passed, or none was corrupted";
-  }
-};
-::testing::Environment* const kInjectionReport = ::testing::AddGlobalTestEnvironment(new InjectionReport);
+::testing::Environment* const kInjectionReport = inject::register_report();
 
 // ---------------------------------------------------------------- hand-made timelines
 

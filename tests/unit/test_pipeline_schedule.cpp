@@ -29,7 +29,7 @@ using wp::Schedule;
 
 namespace {
 
-::testing::Environment* const kInjectionReport = ::testing::AddGlobalTestEnvironment(new schedtest::InjectionReport);
+::testing::Environment* const kInjectionReport = inject::register_report();
 
 // ---------------------------------------------------------------- checks (injection-aware)
 

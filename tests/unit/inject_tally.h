@@ -1,0 +1,41 @@
+// The unit tests' injection proof, written once: WEFT_TEST_INJECT=1 makes each check corrupt
+// the result (or flip the case) it judges, the tally counts corruptions and catches, and the
+// report at the end fails the run unless every corruption was caught (ctest unit.*_inject).
+// A test file includes this through its family's helper header and registers the report once:
+//   ::testing::Environment* const kInjectionReport = inject::register_report();
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace inject {
+
+inline bool enabled() {
+  const char* e = std::getenv("WEFT_TEST_INJECT");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+struct Tally {
+  long injected = 0, caught = 0;
+};
+inline Tally& tally() {
+  static Tally t;
+  return t;
+}
+
+class Report : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!enabled()) return;
+    std::printf("injection: %ld cases, %ld caught\n", tally().injected, tally().caught);
+    EXPECT_TRUE(tally().injected > 0 && tally().caught == tally().injected)
+        << "WEFT_TEST_INJECT: a corrupted result passed its check, or nothing was corrupted";
+  }
+};
+
+inline ::testing::Environment* register_report() { return ::testing::AddGlobalTestEnvironment(new Report); }
+
+}  // namespace inject
