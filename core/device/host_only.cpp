@@ -6,6 +6,7 @@
 #include "core/common/status.h"
 #include "core/device/device_api.h"
 #include "core/device/driver_probe.h"
+#include "core/device/moe_router_device.h"
 
 namespace weft::gpu {
 namespace {
@@ -83,5 +84,16 @@ void barrier(Launch&) { unreachable("barrier"); }
 
 void attach(Comm&, const Comm*, std::shared_ptr<SplitDevice>) {}
 std::shared_ptr<SplitDevice> split_device(Comm&, int, int) { return nullptr; }
+
+// The MoE router (moe_router_device.h): device logits need the CUDA build.
+void router_forward(const void*, DType, size_t, int, const kernels::RouterConfig&, kernels::RouterOutputs&, void*) {
+  fail(Status::unsupported, "logits have device_type WEFT_DEVICE_CUDA, but this weft was built without CUDA "
+       "(WEFT_WITH_CUDA=OFF): pass host memory");
+}
+void router_backward(const void*, DType, size_t, int, const kernels::RouterConfig&, const int32_t*, const float*,
+                     float, float, float*, void*) {
+  fail(Status::unsupported, "logits have device_type WEFT_DEVICE_CUDA, but this weft was built without CUDA "
+       "(WEFT_WITH_CUDA=OFF): pass host memory");
+}
 
 }  // namespace weft::gpu

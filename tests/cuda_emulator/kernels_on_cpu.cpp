@@ -13,9 +13,11 @@
 
 #include "tests/cuda_emulator/emulator.h"
 
-// One translation unit for the six: their file-local helpers have distinct names.
+// One translation unit for the eight: their file-local helpers have distinct names.
 #include "kernels/cuda/convert.cu"
 #include "kernels/cuda/fill.cu"
+#include "kernels/cuda/moe_router.cu"
+#include "kernels/cuda/moe_rows.cu"
 #include "kernels/cuda/optimizer.cu"
 #include "kernels/cuda/order_key.cu"
 #include "kernels/cuda/reduce.cu"

@@ -24,5 +24,6 @@
 #include "mesh.h"   /* meshes, layouts, sharded tensors, redistribution, checkpoints */
 #include "training.h" /* gradient bucketer, ZeRO, tensor/sequence/context-parallel communication */
 #include "pipeline.h" /* pipeline schedules: generators, validator, simulator, tuning, executor */
+#include "moe.h"      /* expert parallelism: router, layout, dispatch and combine */
 
 #endif /* WEFT_WEFT_H */
