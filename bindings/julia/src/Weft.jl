@@ -25,6 +25,11 @@ Julia toolchain): [`Schedule`](@ref)s as data (seven generators, action lists, t
 `Weft.validate`, `Weft.simulate` into a [`Timeline`](@ref), `Weft.tune`) and the
 [`Pipeline`](@ref) executor, which calls Julia functions as stage callbacks (`run!`).
 
+Expert parallelism (`weft/moe.h`, src/moe.jl; untested here, no Julia toolchain): the router
+([`route`](@ref), [`router_backward`](@ref), [`update_bias!`](@ref)), [`moe_layout`](@ref), and
+[`Moe`](@ref)'s [`dispatch`](@ref) / [`combine!`](@ref) / [`combine_backward!`](@ref) through a
+reusable [`MoeHandle`](@ref).
+
 Thread safety follows weft.h: a communicator and its requests are used by one thread at a time
 (`Weft.abort` may be called from any thread). Communicators and requests have finalizers that
 never call into the library: they queue the handle, and the queue is drained (the handles
@@ -39,11 +44,14 @@ export Comm, Config, Request, WeftError,
        gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall,
        Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart,
        Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!,
-       Schedule, Action, Timeline, Costs, Pipeline, Boundary, StageCall, run!
+       Schedule, Action, Timeline, Costs, Pipeline, Boundary, StageCall, run!,
+       RouterConfig, route, router_backward, update_bias!, moe_layout, Moe, MoeHandle, dispatch, received,
+       combine!, combine_backward!
 
 include("capi.jl")
 include("capi_training.jl")   # weft/training.h: structs and raw wrappers
 include("capi_pipeline.jl")   # weft/pipeline.h: structs and raw wrappers
+include("capi_moe.jl")   # weft/moe.h: structs and raw wrappers
 
 "Element types the collectives accept."
 const WeftType = Union{Float64,Float32,Float16,Int8,UInt8,Int32,UInt32,Int64,UInt64}
@@ -188,6 +196,7 @@ function _drain()
     for (kind, h, _) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
     end
+    _drain_moe(items)   # MoE handles, then Moes (moe.jl)
     _drain_pipeline(items)   # pipelines, schedules, timelines (pipeline.jl)
     _drain_training(items)   # bucketers and ZeRO handles, before their communicators and meshes (training.jl)
     _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
@@ -208,5 +217,6 @@ include("mesh.jl")   # meshes, sharded tensors, redistribution, checkpoints (wef
 include("training.jl")   # gradient bucketer, ZeRO, regions, ring shift (weft/training.h)
 include("pipeline.jl")   # schedules, timelines, simulation, tuning (weft/pipeline.h)
 include("pipeline_exec.jl")   # the pipeline executor with Julia callbacks (weft/pipeline.h)
+include("moe.jl")   # router, layout, dispatch and combine (weft/moe.h)
 
 end # module

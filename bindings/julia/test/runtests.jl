@@ -16,6 +16,7 @@ const UNDER_LAUNCHER = haskey(ENV, "WEFT_WORLD_SIZE")
 include("mesh_tests.jl")   # mesh_single_rank_tests(), mesh_multirank_tests(comm)
 include("training_tests.jl")   # training_single_rank_tests(), training_multirank_tests(comm)
 include("pipeline_tests.jl")   # pipeline_single_rank_tests(), pipeline_multirank_tests(comm)
+include("moe_tests.jl")   # moe_single_rank_tests(), moe_multirank_tests(comm)
 
 function solo()
     id = Weft.unique_id()
@@ -373,6 +374,9 @@ function multirank_tests()
     @testset "pipelines: schedules and the executor" begin
         pipeline_multirank_tests(c)
     end
+    @testset "MoE: dispatch and combine" begin
+        moe_multirank_tests(c)
+    end
     barrier(c)
     close(c)
 end
@@ -401,6 +405,7 @@ else
         mesh_single_rank_tests()
         training_single_rank_tests()
         pipeline_single_rank_tests()
+        moe_single_rank_tests()
     end
     spawn_multirank()
 end

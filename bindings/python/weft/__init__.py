@@ -32,6 +32,14 @@ Pipeline schedules (weft/pipeline.h):
     pipe = weft.Pipeline(comm, s, forward=f, backward_input=i, backward_weight=w, boundaries=[...])
     pipe.run()                                  # weft.torch_pipeline runs torch stage modules
 
+Expert parallelism (weft/moe.h):
+
+    r = weft.route(logits, experts=8, topk=2)                   # indices, weights, losses
+    moe = weft.Moe(comm, experts=8, hidden=16)
+    with moe.dispatch(x, r.indices, r.weights) as h:            # h.tokens, h.counts, h.offsets
+        out = moe.combine(h, expert_math(h.tokens))             # weft.torch_moe: autograd
+                                                                # Functions and a MoELayer
+
 ``import weft.torch`` registers the torch.distributed backend "weft"; weft.torch_parallel has the
 torch.autograd.Functions of the regions and ring attention.
 """
@@ -52,6 +60,9 @@ from ._zero import SGD, Adam, AdamW, StepInfo, Zero, ZeroMemory
 from ._regions import Region, as_region, chunk_range, out_shape, region_apply, region_op, ring_shift
 from ._pipeline import (GENERATORS, Action, ActionKind, Candidate, Pipeline, RankStats, Schedule, ScheduleInfo,
                         ScheduleKind, Timeline, TuneResult, as_schedule_kind, tune)
+from ._moe import (DROPPED, Drop, Moe, MoeHandle, RouteResult, RouterConfig, RouterScore, layout, route,
+                   router_backward, update_bias)
+from ._moe import Layout as MoeLayout
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -69,6 +80,8 @@ __all__ = [
     "Zero", "ZeroMemory", "as_region", "as_wire", "chunk_range", "out_shape", "region_apply", "region_op", "ring_shift",
     "Action", "ActionKind", "Candidate", "GENERATORS", "Pipeline", "RankStats", "Schedule", "ScheduleInfo",
     "ScheduleKind", "Timeline", "TuneResult", "as_schedule_kind", "tune",
+    "DROPPED", "Drop", "Moe", "MoeHandle", "MoeLayout", "RouteResult", "RouterConfig", "RouterScore", "layout", "route",
+    "router_backward", "update_bias",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
@@ -83,6 +96,8 @@ def _at_exit():
     from ._mesh import _close_all as _close_meshes
     from ._training import _close_all as _close_training
     from ._pipeline import _close_all as _close_pipelines
+    from ._moe import _close_all as _close_moe
+    _close_moe()  # MoE objects with their handles; not collective
     _close_pipelines()  # executors hold their communicator; not collective
     _close_training()  # bucketers and ZeRO handles; not collective
     _close_meshes()  # with their sharded tensors; not collective

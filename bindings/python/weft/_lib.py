@@ -263,6 +263,38 @@ class weft_pipeline_config_t(ctypes.Structure):  # noqa: N801
                 ("stream", ctypes.c_void_p), ("record", ctypes.c_int)]
 
 
+# ------------------------------------------------------------------ moe.h
+
+class weft_router_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("experts", ctypes.c_int), ("topk", ctypes.c_int),
+                ("score", ctypes.c_int), ("normalize", ctypes.c_int), ("groups", ctypes.c_int),
+                ("topk_groups", ctypes.c_int), ("bias", ctypes.c_void_p), ("drop", ctypes.c_int),
+                ("capacity_factor", ctypes.c_double), ("aux_loss_coeff", ctypes.c_float),
+                ("z_loss_coeff", ctypes.c_float)]
+
+
+class weft_router_result_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("indices", ctypes.c_void_p), ("weights", ctypes.c_void_p),
+                ("tokens_per_expert", ctypes.c_void_p), ("selected_per_expert", ctypes.c_void_p),
+                ("aux_loss", ctypes.c_float), ("z_loss", ctypes.c_float)]
+
+
+class weft_moe_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("experts", ctypes.c_int), ("hidden", ctypes.c_size_t),
+                ("dtype", ctypes.c_int), ("expert_rank", ctypes.c_void_p), ("expert_alignment", ctypes.c_size_t),
+                ("fp8_dispatch", ctypes.c_int), ("device", ctypes.c_int)]
+
+
+class weft_moe_received_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("tokens", weft_tensor_t), ("rows", ctypes.c_size_t),
+                ("local_experts", ctypes.c_int), ("experts", ctypes.POINTER(ctypes.c_int32)),
+                ("counts", ctypes.POINTER(ctypes.c_int64)), ("offsets", ctypes.POINTER(ctypes.c_int64)),
+                ("row_expert", ctypes.POINTER(ctypes.c_int32)), ("row_weight", ctypes.POINTER(ctypes.c_float)),
+                ("row_source_rank", ctypes.POINTER(ctypes.c_int32)),
+                ("row_source_token", ctypes.POINTER(ctypes.c_int64))]
+
+
+
 _status = ctypes.c_int
 _dtype = ctypes.c_int
 _op = ctypes.c_int
@@ -440,6 +472,28 @@ PROTOTYPES = {
     "weft_pipeline_run": (_status, [_handle, _handle_p]),
     "weft_pipeline_destroy": (_status, [_handle]),
     "weft_pipeline_set_error": (_status, [_str]),
+    # ---- moe.h (see MOE_FUNCTIONS); array arguments are raw pointers (numpy .ctypes.data)
+    # logits, config, result, stream
+    "weft_router_forward": (_status, [_tensor_p, ctypes.POINTER(weft_router_config_t),
+                                      ctypes.POINTER(weft_router_result_t), _vp]),
+    # logits, config, indices, grad_weights, grad_aux, grad_z, grad_logits, stream
+    "weft_router_backward": (_status, [_tensor_p, ctypes.POINTER(weft_router_config_t), _vp, _vp, ctypes.c_float,
+                                       ctypes.c_float, _tensor_p, _vp]),
+    # bias, tokens_per_expert, experts, rate
+    "weft_router_update_bias": (_status, [_vp, _vp, _int, ctypes.c_float]),
+    # indices, tokens, topk, experts, nranks, expert_rank, tokens_per_rank, tokens_per_expert, token_in_rank
+    "weft_moe_layout": (_status, [_vp, _sz, _int, _int, _int, _vp, _vp, _vp, _vp]),
+    # comm, config, moe
+    "weft_moe_create": (_status, [_handle, ctypes.POINTER(weft_moe_config_t), _handle_p]),
+    "weft_moe_destroy": (_status, [_handle]),
+    # moe, x, indices, weights, tokens, topk, stream, handle
+    "weft_moe_dispatch": (_status, [_handle, _tensor_p, _vp, _vp, _sz, _int, _vp, _handle_p]),
+    "weft_moe_handle_destroy": (_status, [_handle]),
+    "weft_moe_handle_received": (_status, [_handle, ctypes.POINTER(weft_moe_received_t)]),
+    # moe, handle, expert_out, weighted, out, stream
+    "weft_moe_combine": (_status, [_handle, _handle, _tensor_p, _int, _tensor_p, _vp]),
+    # moe, handle, grad_out, grad_expert_out, grad_weights, stream
+    "weft_moe_combine_backward": (_status, [_handle, _handle, _tensor_p, _tensor_p, _vp, _vp]),
 }
 
 # The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
@@ -454,8 +508,10 @@ TRAINING_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_buck
 # The pipeline.h family (schedules, timelines, tuning, the executor): optional in the same way.
 PIPELINE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_schedule_", "weft_timeline_",
                                                                        "weft_pipeline_")))
+# The moe.h family (router, layout, dispatch and combine): optional in the same way.
+MOE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_router_", "weft_moe_")))
 # Functions a library may lack and still load (calling one then raises weft.Unsupported).
-OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS
+OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS | MOE_FUNCTIONS
 
 
 def _candidates():

@@ -160,6 +160,11 @@ pub use training::*;
 mod pipeline;
 pub use pipeline::*;
 
+// ------------------------------------------------------------------ moe.h
+
+mod moe;
+pub use moe::*;
+
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
     pub fn weft_last_error() -> *const c_char;
@@ -563,6 +568,71 @@ extern "C" {
     pub fn weft_pipeline_run(pipeline: weft_pipeline_t, record: *mut weft_timeline_t) -> weft_status_t;
     pub fn weft_pipeline_destroy(pipeline: weft_pipeline_t) -> weft_status_t;
     pub fn weft_pipeline_set_error(message: *const c_char) -> weft_status_t;
+
+    // ---- moe.h: router
+    pub fn weft_router_forward(
+        logits: *const weft_tensor_t,
+        config: *const weft_router_config_t,
+        result: *mut weft_router_result_t,
+        stream: *mut c_void,
+    ) -> weft_status_t;
+    pub fn weft_router_backward(
+        logits: *const weft_tensor_t,
+        config: *const weft_router_config_t,
+        indices: *const i32,
+        grad_weights: *const f32,
+        grad_aux: f32,
+        grad_z: f32,
+        grad_logits: *const weft_tensor_t,
+        stream: *mut c_void,
+    ) -> weft_status_t;
+    pub fn weft_router_update_bias(bias: *mut f32, tokens_per_expert: *const i64, experts: c_int, rate: f32)
+        -> weft_status_t;
+
+    // ---- moe.h: layout
+    pub fn weft_moe_layout(
+        indices: *const i32,
+        tokens: usize,
+        topk: c_int,
+        experts: c_int,
+        nranks: c_int,
+        expert_rank: *const i32,
+        tokens_per_rank: *mut i64,
+        tokens_per_expert: *mut i64,
+        token_in_rank: *mut u8,
+    ) -> weft_status_t;
+
+    // ---- moe.h: dispatch and combine
+    pub fn weft_moe_create(comm: weft_comm_t, config: *const weft_moe_config_t, moe: *mut weft_moe_t) -> weft_status_t;
+    pub fn weft_moe_destroy(moe: weft_moe_t) -> weft_status_t;
+    pub fn weft_moe_dispatch(
+        moe: weft_moe_t,
+        x: *const weft_tensor_t,
+        indices: *const i32,
+        weights: *const f32,
+        tokens: usize,
+        topk: c_int,
+        stream: *mut c_void,
+        handle: *mut weft_moe_handle_t,
+    ) -> weft_status_t;
+    pub fn weft_moe_handle_destroy(handle: weft_moe_handle_t) -> weft_status_t;
+    pub fn weft_moe_handle_received(handle: weft_moe_handle_t, received: *mut weft_moe_received_t) -> weft_status_t;
+    pub fn weft_moe_combine(
+        moe: weft_moe_t,
+        handle: weft_moe_handle_t,
+        expert_out: *const weft_tensor_t,
+        weighted: c_int,
+        out: *const weft_tensor_t,
+        stream: *mut c_void,
+    ) -> weft_status_t;
+    pub fn weft_moe_combine_backward(
+        moe: weft_moe_t,
+        handle: weft_moe_handle_t,
+        grad_out: *const weft_tensor_t,
+        grad_expert_out: *const weft_tensor_t,
+        grad_weights: *mut f32,
+        stream: *mut c_void,
+    ) -> weft_status_t;
 }
 
 #[cfg(test)]

@@ -106,3 +106,37 @@ fn pipeline_layouts_match_the_header() {
     assert_eq!(WEFT_TUNE_CONFIG_INIT.global_batch, 1);
     assert_eq!(WEFT_SCHEDULE_INFO_INIT.kind, WEFT_SCHEDULE_CUSTOM);
 }
+
+#[test]
+fn moe_layouts_match_the_header() {
+    // sizeof/offsetof of capi/include/weft/moe.h on LP64 (measured with the C compiler).
+    use core::mem::{offset_of, size_of};
+    assert_eq!(size_of::<weft_router_config_t>(), 64);
+    assert_eq!(offset_of!(weft_router_config_t, bias), 32);
+    assert_eq!(offset_of!(weft_router_config_t, drop), 40);
+    assert_eq!(offset_of!(weft_router_config_t, capacity_factor), 48);
+    assert_eq!(offset_of!(weft_router_config_t, aux_loss_coeff), 56);
+    assert_eq!(offset_of!(weft_router_config_t, z_loss_coeff), 60);
+    assert_eq!(size_of::<weft_router_result_t>(), 48);
+    assert_eq!(offset_of!(weft_router_result_t, aux_loss), 40);
+    assert_eq!(offset_of!(weft_router_result_t, z_loss), 44);
+    assert_eq!(size_of::<weft_moe_config_t>(), 56);
+    assert_eq!(offset_of!(weft_moe_config_t, dtype), 24);
+    assert_eq!(offset_of!(weft_moe_config_t, expert_rank), 32);
+    assert_eq!(offset_of!(weft_moe_config_t, expert_alignment), 40);
+    assert_eq!(offset_of!(weft_moe_config_t, fp8_dispatch), 48);
+    assert_eq!(offset_of!(weft_moe_config_t, device), 52);
+    assert_eq!(size_of::<weft_moe_received_t>(), 128);
+    assert_eq!(offset_of!(weft_moe_received_t, rows), 56);
+    assert_eq!(offset_of!(weft_moe_received_t, local_experts), 64);
+    assert_eq!(offset_of!(weft_moe_received_t, experts), 72);
+    assert_eq!(offset_of!(weft_moe_received_t, row_source_token), 120);
+    assert_eq!(WEFT_ROUTER_CONFIG_INIT.struct_size, 64);
+    assert_eq!(WEFT_ROUTER_CONFIG_INIT.topk, 1);
+    assert_eq!(WEFT_ROUTER_CONFIG_INIT.capacity_factor, 1.0);
+    assert_eq!(WEFT_ROUTER_RESULT_INIT.struct_size, 48);
+    assert_eq!(WEFT_MOE_CONFIG_INIT.struct_size, 56);
+    assert_eq!(WEFT_MOE_CONFIG_INIT.dtype, WEFT_FLOAT32);
+    assert_eq!(WEFT_MOE_RECEIVED_INIT.struct_size, 128);
+    assert_eq!(WEFT_MOE_DROPPED, -1);
+}

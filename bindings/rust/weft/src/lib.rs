@@ -19,6 +19,9 @@
 //!   methods, built from [`Action`] lists, torch's CSV or a file; validated, simulated into a
 //!   [`Timeline`] with [`Costs`], [`tune`]d), and the [`Pipeline`] executor that runs one with
 //!   Rust closures as stage callbacks.
+//! * Expert parallelism (`weft/moe.h`): the router ([`route`], [`router_backward`],
+//!   [`update_bias`]), the dispatch [`layout`], and [`Moe`]'s dispatch / combine of tokens
+//!   between ranks through a reusable [`MoeHandle`] (the received rows as slices).
 //!
 //! ```no_run
 //! fn main() -> weft::Result<()> {
@@ -38,6 +41,7 @@ pub mod checkpoint;
 mod comm;
 mod error;
 mod mesh;
+mod moe;
 mod pipeline;
 mod request;
 mod schedule;
@@ -57,6 +61,10 @@ pub use types::{Bf16, Dtype, Op, Transport, WeftType, F16};
 pub use bucketer::{Bucketer, BucketerConfig, BucketerStats, Reduction};
 pub use checkpoint::{Checkpoint, CheckpointConfig, TensorInfo};
 pub use mesh::{LocalBox, Mesh, MeshComm, Placement};
+pub use moe::{
+    layout, route, router_backward, update_bias, DropPolicy, Layout, Moe, MoeConfig, MoeHandle, RouterConfig, RouterResult,
+    RouterScore,
+};
 pub use pipeline::{Boundary, BufferInfo, Callbacks, Pipeline, PipelineConfig, StageCall, StageFn};
 pub use schedule::{Action, ActionKind, CsvFormat, Schedule, ScheduleConfig, ScheduleInfo, ScheduleKind};
 pub use sharded::{

@@ -1,0 +1,167 @@
+//! Types and constants of `weft/moe.h` (router, dispatch layout, dispatch and combine), in the
+//! header's order. The functions are declared in `lib.rs`'s `extern "C"` block with the others.
+use core::ffi::c_int;
+
+use crate::{weft_dtype_t, weft_tensor_t, WEFT_DEVICE_CPU, WEFT_FLOAT32};
+
+/// `WEFT_MOE_DROPPED`: the expert index of a dropped slot.
+pub const WEFT_MOE_DROPPED: i32 = -1;
+
+// ------------------------------------------------------------------ router
+
+/// `enum weft_router_score`.
+pub type weft_router_score_t = c_int;
+pub const WEFT_ROUTER_SOFTMAX: weft_router_score_t = 0;
+pub const WEFT_ROUTER_TOPK_SOFTMAX: weft_router_score_t = 1;
+pub const WEFT_ROUTER_SIGMOID: weft_router_score_t = 2;
+
+/// `enum weft_router_drop`.
+pub type weft_router_drop_t = c_int;
+pub const WEFT_DROP_NONE: weft_router_drop_t = 0;
+pub const WEFT_DROP_BY_PROBABILITY: weft_router_drop_t = 1;
+pub const WEFT_DROP_BY_POSITION: weft_router_drop_t = 2;
+
+/// `weft_router_config_t`; start from [`WEFT_ROUTER_CONFIG_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_router_config_t {
+    pub struct_size: usize,
+    pub experts: c_int,
+    pub topk: c_int,
+    pub score: weft_router_score_t,
+    pub normalize: c_int,
+    pub groups: c_int,
+    pub topk_groups: c_int,
+    /// NULL, or `experts` values added to the scores for selection only.
+    pub bias: *const f32,
+    pub drop: weft_router_drop_t,
+    pub capacity_factor: f64,
+    pub aux_loss_coeff: f32,
+    pub z_loss_coeff: f32,
+}
+
+/// `WEFT_ROUTER_CONFIG_INIT`.
+pub const WEFT_ROUTER_CONFIG_INIT: weft_router_config_t = weft_router_config_t {
+    struct_size: core::mem::size_of::<weft_router_config_t>(),
+    experts: 0,
+    topk: 1,
+    score: WEFT_ROUTER_SOFTMAX,
+    normalize: 0,
+    groups: 0,
+    topk_groups: 0,
+    bias: core::ptr::null(),
+    drop: WEFT_DROP_NONE,
+    capacity_factor: 1.0,
+    aux_loss_coeff: 0.0,
+    z_loss_coeff: 0.0,
+};
+
+/// `weft_router_result_t`: where the router writes (caller arrays); start from
+/// [`WEFT_ROUTER_RESULT_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_router_result_t {
+    pub struct_size: usize,
+    pub indices: *mut i32,
+    pub weights: *mut f32,
+    pub tokens_per_expert: *mut i64,
+    pub selected_per_expert: *mut i64,
+    pub aux_loss: f32,
+    pub z_loss: f32,
+}
+
+/// `WEFT_ROUTER_RESULT_INIT`.
+pub const WEFT_ROUTER_RESULT_INIT: weft_router_result_t = weft_router_result_t {
+    struct_size: core::mem::size_of::<weft_router_result_t>(),
+    indices: core::ptr::null_mut(),
+    weights: core::ptr::null_mut(),
+    tokens_per_expert: core::ptr::null_mut(),
+    selected_per_expert: core::ptr::null_mut(),
+    aux_loss: 0.0,
+    z_loss: 0.0,
+};
+
+// ------------------------------------------------------------------ dispatch and combine
+
+/// Opaque `struct weft_moe`.
+#[repr(C)]
+pub struct weft_moe {
+    _private: [u8; 0],
+}
+pub type weft_moe_t = *mut weft_moe;
+
+/// Opaque `struct weft_moe_handle`.
+#[repr(C)]
+pub struct weft_moe_handle {
+    _private: [u8; 0],
+}
+pub type weft_moe_handle_t = *mut weft_moe_handle;
+
+/// `weft_moe_config_t`; start from [`WEFT_MOE_CONFIG_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_moe_config_t {
+    pub struct_size: usize,
+    pub experts: c_int,
+    pub hidden: usize,
+    pub dtype: weft_dtype_t,
+    /// NULL = contiguous blocks; else `experts` ranks (copied).
+    pub expert_rank: *const i32,
+    pub expert_alignment: usize,
+    pub fp8_dispatch: c_int,
+    pub device: c_int,
+}
+
+/// `WEFT_MOE_CONFIG_INIT`.
+pub const WEFT_MOE_CONFIG_INIT: weft_moe_config_t = weft_moe_config_t {
+    struct_size: core::mem::size_of::<weft_moe_config_t>(),
+    experts: 0,
+    hidden: 0,
+    dtype: WEFT_FLOAT32,
+    expert_rank: core::ptr::null(),
+    expert_alignment: 0,
+    fp8_dispatch: 0,
+    device: 0,
+};
+
+/// `weft_moe_received_t`: what dispatch delivered (views of weft-owned memory, valid until the
+/// handle is destroyed); start from [`WEFT_MOE_RECEIVED_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct weft_moe_received_t {
+    pub struct_size: usize,
+    pub tokens: weft_tensor_t,
+    pub rows: usize,
+    pub local_experts: c_int,
+    pub experts: *const i32,
+    pub counts: *const i64,
+    pub offsets: *const i64,
+    pub row_expert: *const i32,
+    pub row_weight: *const f32,
+    pub row_source_rank: *const i32,
+    pub row_source_token: *const i64,
+}
+
+/// `WEFT_MOE_RECEIVED_INIT`.
+pub const WEFT_MOE_RECEIVED_INIT: weft_moe_received_t = weft_moe_received_t {
+    struct_size: core::mem::size_of::<weft_moe_received_t>(),
+    tokens: weft_tensor_t {
+        data: core::ptr::null_mut(),
+        device_type: WEFT_DEVICE_CPU,
+        device_id: 0,
+        ndim: 0,
+        dtype: WEFT_FLOAT32,
+        shape: core::ptr::null(),
+        strides: core::ptr::null(),
+        byte_offset: 0,
+    },
+    rows: 0,
+    local_experts: 0,
+    experts: core::ptr::null(),
+    counts: core::ptr::null(),
+    offsets: core::ptr::null(),
+    row_expert: core::ptr::null(),
+    row_weight: core::ptr::null(),
+    row_source_rank: core::ptr::null(),
+    row_source_token: core::ptr::null(),
+};
