@@ -23,6 +23,7 @@
 
 #include "collectives.h"
 #include "dtypes.h"
+#include "moe.h"
 #include "options.h"
 #include "redistribution.h"
 
@@ -267,6 +268,8 @@ int run(const Comm& comm, const Options& opt) {
 
 int main(int argc, char** argv) {
   using namespace weftbench;
+  // "weft-bench moe ...": expert-parallel dispatch and combine, a mode of its own (moe.h).
+  if (argc > 1 && std::strcmp(argv[1], "moe") == 0) return moe_main(argc, argv);
   Options opt;
   try {
     opt = parse_options(argc, argv);

@@ -168,8 +168,10 @@ size_t parse_size(const std::string& s) {
 
 const char* usage_text() {
   return "usage: weftrun -n N weft-bench [options]\n"
+         "       weftrun -n N weft-bench moe [moe options]   (weft-bench moe --help)\n"
          "\n"
-         "nccl-tests-style benchmark of weft's collectives on host memory.\n"
+         "nccl-tests-style benchmark of weft's collectives on host memory; the moe mode times\n"
+         "expert-parallel dispatch and combine (weft/moe.h).\n"
          "\n"
          "  -c, --collective LIST  allreduce, allgather, reduce_scatter, alltoall, broadcast,\n"
          "                         reduce, sendrecv, or all; comma-separated (default allreduce).\n"
