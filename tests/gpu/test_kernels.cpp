@@ -20,6 +20,7 @@
 #include "core/common/status.h"
 #include "gpu_test_util.h"
 #include "injection.h"
+#include "twin_check.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/fill.h"
 #include "kernels/cuda/order_key.h"
@@ -42,21 +43,8 @@ ReduceOp internal(weft_op_t op) { return static_cast<ReduceOp>(op); }
 static_assert(static_cast<int>(DType::u64) == WEFT_UINT64 && static_cast<int>(DType::f8e5m2) == WEFT_FP8_E5M2);
 static_assert(static_cast<int>(ReduceOp::max) == WEFT_MAX);
 
-mpt::InjectTally& tally() {
-  static mpt::InjectTally t;
-  return t;
-}
-
-// In an injection run: at least one result was corrupted and every one was caught.
-class InjectionReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string why;
-    if (!mpt::inject_enabled() || !weft::gputest::gpu_available(&why)) return;
-    EXPECT_TRUE(tally().report(false)) << "WEFT_TEST_INJECT: a corrupted result passed, or none was corrupted";
-  }
-};
-::testing::Environment* const kInjectionReport = ::testing::AddGlobalTestEnvironment(new InjectionReport);
+using weft::gputest::tally;
+::testing::Environment* const kInjectionReport = weft::gputest::register_injection_report();
 
 std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -99,11 +87,7 @@ void expect_reference(std::vector<uint8_t> got, weft_dtype_t d, size_t count, Wa
                     << mpt::format_value(d, g);
     }
   }
-  tally().record(mpt::dtype_name(d), injected, bad != 0);
-  if (injected != (bad != 0)) {
-    ADD_FAILURE() << what << (bad ? ": " + std::to_string(bad) + " elements differ from the reference"
-                                  : ": the corrupted result (WEFT_TEST_INJECT) passed the check");
-  }
+  weft::gputest::record_check(what, injected, bad, d, "reference");
 }
 
 const weft_dtype_t kAll[] = {WEFT_FLOAT64, WEFT_FLOAT32, WEFT_FLOAT16, WEFT_BFLOAT16, WEFT_FP8_E4M3, WEFT_FP8_E5M2,

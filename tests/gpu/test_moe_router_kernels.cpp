@@ -19,6 +19,7 @@
 #include "core/common/dtype.h"
 #include "gpu_test_util.h"
 #include "injection.h"
+#include "twin_check.h"
 #include "kernels/cpu/moe_router.h"
 #include "kernels/cuda/moe_router.h"
 #include "reference.h"
@@ -30,41 +31,13 @@ using weft::gputest::DeviceBuffer;
 namespace wk = weft::kernels;
 namespace gpu = weft::kernels::cuda;
 
-mpt::InjectTally& tally() {
-  static mpt::InjectTally t;
-  return t;
-}
-
-class InjectionReport : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string why;
-    if (!mpt::inject_enabled() || !weft::gputest::gpu_available(&why)) return;
-    EXPECT_TRUE(tally().report(false)) << "WEFT_TEST_INJECT: a corrupted result passed, or none was corrupted";
-  }
-};
-::testing::Environment* const kInjectionReport = ::testing::AddGlobalTestEnvironment(new InjectionReport);
+using weft::gputest::tally;
+::testing::Environment* const kInjectionReport = weft::gputest::register_injection_report();
 
 // Checks a device result of count elements of dt against the CPU twin's, bit for bit, after
 // injection (if on).
 void expect_same(std::vector<uint8_t> got, const void* want, weft_dtype_t dt, size_t count, const std::string& what) {
-  ASSERT_EQ(got.size(), count * mpt::dtype_bytes(dt)) << what;
-  const bool injected = weft::gputest::inject(got.data(), dt, count);
-  size_t bad = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const uint64_t g = mpt::load_bits(dt, got.data(), i), w = mpt::load_bits(dt, want, i);
-    if (g == w) continue;
-    if (++bad <= 5 && !injected) {
-      ADD_FAILURE() << what << ": element " << i << ": CPU " << mpt::format_value(dt, w) << ", device "
-                    << mpt::format_value(dt, g);
-    }
-  }
-  if (count == 0) return;
-  tally().record(mpt::dtype_name(dt), injected, bad != 0);
-  if (injected != (bad != 0)) {
-    ADD_FAILURE() << what << (bad ? ": " + std::to_string(bad) + " elements differ from the CPU twin"
-                                  : ": the corrupted result (WEFT_TEST_INJECT) passed the check");
-  }
+  weft::gputest::expect_twin(std::move(got), want, dt, count, what, false);
 }
 
 template <class T>
