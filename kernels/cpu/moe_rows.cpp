@@ -18,6 +18,7 @@
 
 #include "core/common/status.h"
 #include "kernels/cpu/codecs.h"
+#include "kernels/cpu/float_codecs.h"
 #include "kernels/cpu/moe_rows_ops.h"
 
 namespace weft::kernels {
@@ -71,33 +72,6 @@ void check_moe_rows_slots(const void* out, size_t out_elements, const int64_t* s
 }  // namespace detail
 
 namespace {
-
-// The host's codecs (kernels/cuda's Codec<D> round alike: both are codecs.h).
-struct HostF32 {
-  using Storage = float;
-  static float widen(float v) { return v; }
-  static float narrow(float x) { return x; }
-};
-struct HostF16 {
-  using Storage = uint16_t;
-  static float widen(uint16_t v) { return f16_to_f32_inline(v); }
-  static uint16_t narrow(float x) { return f32_to_f16_inline(x); }
-};
-struct HostBf16 {
-  using Storage = uint16_t;
-  static float widen(uint16_t v) { return bf16_to_f32_inline(v); }
-  static uint16_t narrow(float x) { return f32_to_bf16_inline(x); }
-};
-
-// The dtype was checked (check_moe_dtype): f32, f16 or bf16.
-template <class Fn>
-void with_row_codec(DType d, Fn&& fn) {
-  switch (d) {
-    case DType::bf16: return fn(HostBf16{});
-    case DType::f16: return fn(HostF16{});
-    default: return fn(HostF32{});
-  }
-}
 
 // A host-side index the host can check: a row to read from a NULL source.
 void check_rows_present(const void* src, const int64_t* index, size_t n, const char* what, const char* name) {
@@ -246,7 +220,7 @@ void combine_rows(void* out, const void* rows, const int64_t* slot_row, const fl
   check_moe_rows_slots(out, tokens * hidden, slot_row, tokens, k, hidden, dtype, what);
   if (tokens == 0 || hidden == 0) return;
   check_rows_present(rows, slot_row, tokens * static_cast<size_t>(k), what, "rows");
-  with_row_codec(dtype, [&](auto codec) {
+  with_float_codec(dtype, [&](auto codec) {
     using C = decltype(codec);
     auto* o = static_cast<typename C::Storage*>(out);
     const auto* r = static_cast<const typename C::Storage*>(rows);
@@ -260,7 +234,7 @@ void scale_gather_rows(void* dst, const void* src, const int64_t* index, const f
   check_moe_rows_gather(dst, index, weight, true, n, hidden, dtype, what);
   if (n == 0 || hidden == 0) return;
   check_rows_present(src, index, n, what, "src");
-  with_row_codec(dtype, [&](auto codec) {
+  with_float_codec(dtype, [&](auto codec) {
     using C = decltype(codec);
     auto* d = static_cast<typename C::Storage*>(dst);
     const auto* s = static_cast<const typename C::Storage*>(src);
@@ -286,7 +260,7 @@ void dot_rows(float* out, const void* a, const void* rows, const int64_t* slot_r
   }
   // One float32 sum in element order per slot: a dependent chain, which no reordering may
   // shorten (the result is defined bit for bit); dot_all runs several chains side by side.
-  with_row_codec(dtype, [&](auto codec) {
+  with_float_codec(dtype, [&](auto codec) {
     using C = decltype(codec);
     dot_all<C>(out, static_cast<const typename C::Storage*>(a), static_cast<const typename C::Storage*>(rows),
                slot_row, slots, k, hidden);

@@ -21,6 +21,7 @@
 
 #include "core/common/status.h"
 #include "kernels/cpu/codecs.h"
+#include "kernels/cpu/float_codecs.h"
 #include "kernels/cpu/optimizer_ops.h"
 
 namespace weft::kernels {
@@ -87,31 +88,6 @@ void check_optimizer_step(const OptimizerStep& s, const float* master, const voi
 
 namespace {
 
-// The host's codecs (kernels/cuda's Codec<D> round alike: both are codecs.h).
-struct HostF32 {
-  using Storage = float;
-  static float widen(float v) { return v; }
-  static float narrow(float x) { return x; }
-};
-struct HostF16 {
-  using Storage = uint16_t;
-  static float widen(uint16_t v) { return f16_to_f32_inline(v); }
-  static uint16_t narrow(float x) { return f32_to_f16_inline(x); }
-};
-struct HostBf16 {
-  using Storage = uint16_t;
-  static float widen(uint16_t v) { return bf16_to_f32_inline(v); }
-  static uint16_t narrow(float x) { return f32_to_bf16_inline(x); }
-};
-
-template <class Fn>
-void with_host_codec(DType d, Fn&& fn) {
-  switch (d) {
-    case DType::bf16: return fn(HostBf16{});
-    case DType::f16: return fn(HostF16{});
-    default: return fn(HostF32{});  // f32 (the only other dtype check_optimizer_step lets through)
-  }
-}
 
 // The buffers are distinct (optimizer.h), which __restrict tells the vectoriser; param_out ==
 // master never reaches here (Store is false then: master already holds the f32 result). Not
@@ -173,11 +149,11 @@ void optimizer_step(const OptimizerStep& s, float* master, const void* grad, DTy
   const bool store = param_out && param_out != master;
   with_update(s, [&](auto update) {
     using U = decltype(update);
-    with_host_codec(grad_dtype, [&](auto gc) {
+    with_float_codec(grad_dtype, [&](auto gc) {
       using GC = decltype(gc);
       const auto* g = static_cast<const typename GC::Storage*>(grad);
       if (!store) return step_loop<U, GC, HostF32, false>(c, master, g, state1, state2, nullptr, n);
-      with_host_codec(param_dtype, [&](auto oc) {
+      with_float_codec(param_dtype, [&](auto oc) {
         using OC = decltype(oc);
         step_loop<U, GC, OC, true>(c, master, g, state1, state2, static_cast<typename OC::Storage*>(param_out), n);
       });
@@ -193,7 +169,7 @@ GradStats grad_stats(const void* grad, DType dtype, size_t n, float scale) {
   GradStats out;
   if (n == 0) return out;
   if (!grad) fail(Status::invalid_argument, "grad_stats: null gradient buffer with %zu elements", n);
-  with_host_codec(dtype, [&](auto gc) {
+  with_float_codec(dtype, [&](auto gc) {
     using GC = decltype(gc);
     out.sum_squares = blocked_sum<GC>(static_cast<const typename GC::Storage*>(grad), n, scale);
   });
