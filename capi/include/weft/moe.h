@@ -68,6 +68,10 @@ typedef enum weft_router_drop {
  *     of the routing probability of e (softmax of the logits for SOFTMAX and TOPK_SOFTMAX, the
  *     sigmoid scores normalised over all E for SIGMOID).
  *   z_loss_coeff: coeff * mean_t (logsumexp_e logits[t, e])^2.
+ *   selector: 0 = the built-in top-k selection; a ROUTER plugin's id (weft/plugin.h) = that
+ *     plugin chooses each token's k experts from the selection scores (the score function's
+ *     values plus bias, float32) instead; groups must then be <= 1. Host logits only (device
+ *     logits: WEFT_ERR_UNSUPPORTED). Weights, capacity, dropping and losses are as for top-k.
  * Ties between experts (equal scores, equal group scores) go to the lower index, always.
  */
 typedef struct weft_router_config {
@@ -83,10 +87,11 @@ typedef struct weft_router_config {
   double capacity_factor;
   float aux_loss_coeff;
   float z_loss_coeff;
+  int selector;
 } weft_router_config_t;
 
 #define WEFT_ROUTER_CONFIG_INIT \
-  { sizeof(weft_router_config_t), 0, 1, WEFT_ROUTER_SOFTMAX, 0, 0, 0, NULL, WEFT_DROP_NONE, 1.0, 0.0f, 0.0f }
+  { sizeof(weft_router_config_t), 0, 1, WEFT_ROUTER_SOFTMAX, 0, 0, 0, NULL, WEFT_DROP_NONE, 1.0, 0.0f, 0.0f, 0 }
 
 /*
  * Where the router writes; initialise with WEFT_ROUTER_RESULT_INIT. Arrays are the caller's, in

@@ -97,6 +97,7 @@ typedef enum weft_schedule_kind {
   WEFT_SCHEDULE_ZB_V = 5,
   WEFT_SCHEDULE_DUALPIPE_V = 6,
   WEFT_SCHEDULE_NUM_KINDS = 7
+  /* WEFT_PLUGIN_ID_BASE and up: a SCHEDULE plugin's generator (weft/plugin.h). */
 } weft_schedule_kind_t;
 
 /*
@@ -258,6 +259,10 @@ weft_status_t weft_timeline_destroy(weft_timeline_t timeline);
  *   latency, bandwidth: a message takes latency + bytes / bandwidth (bandwidth 0 = infinite).
  *   overhead: added to every compute action (the executor's own cost per action).
  *   reduce_grad: the time of REDUCE_GRAD (per stage, NULL = 0).
+ *   cost_model: 0 = the arrays above; a COST_MODEL plugin's id (weft/plugin.h) = every compute
+ *     action's time is cost(kind, stage, nstages, microbatch, microbatch_size) (forward and the
+ *     backward arrays may then be NULL; overhead is still added).
+ *   microbatch_size: passed to the cost model (samples per micro-batch; default 1).
  * The model is the executor's on host memory: a rank runs its actions in list order; SEND and
  * RECV cost the rank nothing (receives are posted ahead, sends complete in the background); a
  * message arrives latency + bytes/bandwidth after its SEND was reached; a compute action starts
@@ -279,10 +284,12 @@ typedef struct weft_pipeline_costs {
   double bandwidth;
   double overhead;
   const double *reduce_grad;
+  int cost_model;
+  int microbatch_size;
 } weft_pipeline_costs_t;
 
 #define WEFT_PIPELINE_COSTS_INIT \
-  { sizeof(weft_pipeline_costs_t), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.0, 0.0, 0.0, NULL }
+  { sizeof(weft_pipeline_costs_t), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0.0, 0.0, 0.0, NULL, 0, 1 }
 
 /* Simulates a valid schedule (it is validated first). */
 weft_status_t weft_schedule_simulate(weft_schedule_t schedule, const weft_pipeline_costs_t *costs,
@@ -299,7 +306,10 @@ weft_status_t weft_schedule_simulate(weft_schedule_t schedule, const weft_pipeli
  *   boundary_bytes_per_sample, latency, bandwidth: messages between stages.
  *   memory_cap: bytes of activations a rank may hold (0 = no cap); static_bytes: added to each
  *     rank's peak (parameters, optimizer state).
- *   kinds, nkinds: the generators to try (NULL = all). max_stages_per_rank: the largest v tried
+ *   cost_model: 0 = the layer tables; a COST_MODEL plugin's id = stage times from the plugin
+ *     (cost(kind, stage, S, microbatch, batch / m)); layers, layer_forward and layer_backward are
+ *     then not used (layers 0 allowed).
+ *   kinds, nkinds: the generators to try (NULL = all; a SCHEDULE plugin's kind may be listed). max_stages_per_rank: the largest v tried
  *     for INTERLEAVED_1F1B (0 = 4); max_microbatches: the largest m tried (0 = global_batch).
  * Stages get contiguous layers: stage s of S gets layers [s*L/S, (s+1)*L/S) (integer division),
  * so L >= S is needed for a candidate to be tried.
@@ -322,10 +332,11 @@ typedef struct weft_tune_config {
   size_t nkinds;
   int max_stages_per_rank;
   int max_microbatches;
+  int cost_model;
 } weft_tune_config_t;
 
 #define WEFT_TUNE_CONFIG_INIT \
-  { sizeof(weft_tune_config_t), 1, 0, NULL, NULL, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NULL, 0, 0, 0 }
+  { sizeof(weft_tune_config_t), 1, 0, NULL, NULL, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NULL, 0, 0, 0, 0 }
 
 /* One candidate: an element of an array, layout frozen (no struct_size). */
 typedef struct weft_tune_candidate {

@@ -51,6 +51,10 @@ typedef enum weft_wire_format {
   WEFT_WIRE_NATIVE = 0,
   WEFT_WIRE_BF16 = 1,
   WEFT_WIRE_FP8_E4M3 = 2
+  /* WEFT_PLUGIN_ID_BASE and up: a gradient codec from a plugin (weft/plugin.h, CODEC_* entries;
+     weft_plugin_entry's id). It travels like BF16 and FP8_E4M3: encode, all-to-all, decode and
+     sum in float32 in rank order, and for an all-reduce encode once more and all-gather; float32
+     gradients only; its error is the codec's. */
 } weft_wire_format_t;
 
 #define WEFT_WIRE_FP8_BLOCK 256
@@ -75,6 +79,10 @@ typedef enum weft_bucket_reduction {
  *   wire: how the buckets travel (above). BF16 and FP8_E4M3 take float32 gradients only.
  *   reduction: all-reduce or reduce-scatter.
  *   names: optional, ngrads names used in error messages ("grad[i]" otherwise).
+ *   error_feedback: nonzero (compressed wires only) = error feedback: each rank keeps, per
+ *     gradient element, what its encoding lost (residual = g + residual - decode(encode(g +
+ *     residual))) and adds it to the next step's gradient before encoding, so a lossy codec
+ *     (top-k, FP8) loses nothing in the long run. The residuals are float32, one per element.
  */
 typedef struct weft_bucketer_config {
   size_t struct_size;
@@ -84,10 +92,11 @@ typedef struct weft_bucketer_config {
   weft_wire_format_t wire;
   weft_bucket_reduction_t reduction;
   const char *const *names;
+  int error_feedback;
 } weft_bucketer_config_t;
 
 #define WEFT_BUCKETER_CONFIG_INIT \
-  { sizeof(weft_bucketer_config_t), 0, NULL, WEFT_AVG, WEFT_WIRE_NATIVE, WEFT_BUCKET_ALLREDUCE, NULL }
+  { sizeof(weft_bucketer_config_t), 0, NULL, WEFT_AVG, WEFT_WIRE_NATIVE, WEFT_BUCKET_ALLREDUCE, NULL, 0 }
 
 /*
  * Collective over comm. Registers ngrads (>= 1) gradient tensors: contiguous, floating point,
@@ -213,6 +222,7 @@ typedef struct weft_optimizer_config {
  *     the step (one decision, all-reduced). dynamic_loss_scale != 0: torch.amp.GradScaler's
  *     rule - a skipped step multiplies the scale by backoff (0.5), growth_interval clean steps
  *     in a row multiply it by growth (2).
+ *   error_feedback: as the bucketer's (compressed wires only).
  */
 typedef struct weft_zero_config {
   size_t struct_size;
@@ -230,12 +240,13 @@ typedef struct weft_zero_config {
   float growth;
   float backoff;
   int growth_interval;
+  int error_feedback;
 } weft_zero_config_t;
 
 #define WEFT_ZERO_CONFIG_INIT                                                                        \
   {                                                                                                  \
     sizeof(weft_zero_config_t), 2, WEFT_FLOAT32, WEFT_OPTIMIZER_CONFIG_INIT, NULL, 0, NULL, WEFT_AVG, \
-        WEFT_WIRE_NATIVE, 0.0f, 1.0f, 0, 2.0f, 0.5f, 2000                                             \
+        WEFT_WIRE_NATIVE, 0.0f, 1.0f, 0, 2.0f, 0.5f, 2000, 0                                          \
   }
 
 /*

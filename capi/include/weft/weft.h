@@ -25,5 +25,6 @@
 #include "training.h" /* gradient bucketer, ZeRO, tensor/sequence/context-parallel communication */
 #include "pipeline.h" /* pipeline schedules: generators, validator, simulator, tuning, executor */
 #include "moe.h"      /* expert parallelism: router, layout, dispatch and combine */
+#include "plugin.h"   /* plugins: loading, calling by name, closures, reduction operators */
 
 #endif /* WEFT_WEFT_H */
