@@ -58,6 +58,8 @@ type BucketerConfig struct {
 	Reduction BucketReduction
 	// One name per gradient for error messages (nil: "grad[i]").
 	Names []string
+	// Compressed wires only: keep what the encoding lost and add it to the next step's gradients.
+	ErrorFeedback bool
 }
 
 // DefaultBucketerConfig is WEFT_BUCKETER_CONFIG_INIT: 25 MiB buckets, OpAvg, the native wire,
@@ -128,6 +130,7 @@ func NewBucketer(c *Comm, grads []Gradient, cfg *BucketerConfig) (*Bucketer, err
 	cc.op = C.weft_op_t(cfg.Op)
 	cc.wire = C.weft_wire_format_t(cfg.Wire)
 	cc.reduction = C.weft_bucket_reduction_t(cfg.Reduction)
+	cc.error_feedback = cBool(cfg.ErrorFeedback)
 	if cfg.BucketBytes < 0 {
 		return nil, newError(StatusInvalidArgument, "BucketBytes = %d; expected >= 0", cfg.BucketBytes)
 	}

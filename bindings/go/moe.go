@@ -49,6 +49,7 @@ type RouterConfig struct {
 	CapacityFactor     float64
 	AuxLossCoeff       float32
 	ZLossCoeff         float32
+	Selector           int // 0 = the built-in top-k; a ROUTER plugin's id (PluginEntry.ID)
 }
 
 // RouterResult is what the router chose, per token t and slot j at t*TopK+j.
@@ -112,6 +113,7 @@ func (c *RouterConfig) toC(s *staging) (*C.weft_router_config_t, error) {
 		r.capacity_factor = 1
 	}
 	r.aux_loss_coeff, r.z_loss_coeff = C.float(c.AuxLossCoeff), C.float(c.ZLossCoeff)
+	r.selector = C.int(c.Selector)
 	return r, nil
 }
 

@@ -148,6 +148,11 @@ type Costs struct {
 	Bandwidth       float64   // 0 = infinite
 	Overhead        float64   // added to every compute action
 	ReduceGrad      []float64 // the time of REDUCE_GRAD (nil = 0)
+	// 0 = the slices above; a COST_MODEL plugin's id (PluginEntry.ID) = every compute action's
+	// time from the plugin (Forward then only gives the number of stages).
+	CostModel int
+	// Samples per micro-batch, passed to the cost model (0 = the header's default, 1).
+	MicrobatchSize int
 }
 
 // UniformCosts gives every stage forward time f and backward time b (I and W half of it each).
@@ -206,6 +211,10 @@ func (c *Costs) stage(s *staging) (*C.weft_pipeline_costs_t, error) {
 	cc.boundary_bytes = stageDoubles(s, c.BoundaryBytes)
 	cc.latency, cc.bandwidth, cc.overhead = C.double(c.Latency), C.double(c.Bandwidth), C.double(c.Overhead)
 	cc.reduce_grad = stageDoubles(s, c.ReduceGrad)
+	cc.cost_model, cc.microbatch_size = C.int(c.CostModel), C.int(c.MicrobatchSize)
+	if c.MicrobatchSize == 0 {
+		cc.microbatch_size = 1
+	}
 	return cc, nil
 }
 
@@ -246,6 +255,7 @@ type TuneConfig struct {
 	Kinds                    []ScheduleKind // the generators to try (nil = all)
 	MaxStagesPerRank         int            // the largest v tried for interleaved 1F1B (0 = 4)
 	MaxMicrobatches          int            // the largest m tried (0 = GlobalBatch)
+	CostModel                int            // 0 = the layer tables; a COST_MODEL plugin's id
 }
 
 // DefaultTuneConfig returns WEFT_TUNE_CONFIG_INIT (one rank, no layers, a batch of one).
@@ -312,6 +322,7 @@ func Tune(cfg *TuneConfig) ([]Candidate, int, error) {
 		c.kinds, c.nkinds = &kinds[0], C.size_t(len(kinds))
 	}
 	c.max_stages_per_rank, c.max_microbatches = C.int(cfg.MaxStagesPerRank), C.int(cfg.MaxMicrobatches)
+	c.cost_model = C.int(cfg.CostModel)
 
 	var count C.size_t
 	best := C.int(-1)

@@ -65,6 +65,7 @@ type ZeroConfig struct {
 	Growth           float32
 	Backoff          float32
 	GrowthInterval   int
+	ErrorFeedback    bool // as the bucketer's (compressed wires only)
 }
 
 // DefaultZeroConfig is WEFT_ZERO_CONFIG_INIT: stage 2, float32, AdamW, 25 MiB groups, OpAvg,
@@ -172,6 +173,7 @@ func NewZero(m *Mesh, dpDim string, params []HostTensor, cfg *ZeroConfig) (*Zero
 	cc.max_grad_norm, cc.loss_scale = C.float(cfg.MaxGradNorm), C.float(cfg.LossScale)
 	cc.dynamic_loss_scale = cBool(cfg.DynamicLossScale)
 	cc.growth, cc.backoff, cc.growth_interval = C.float(cfg.Growth), C.float(cfg.Backoff), C.int(cfg.GrowthInterval)
+	cc.error_feedback = cBool(cfg.ErrorFeedback)
 	var h C.weft_zero_t
 	if err := call(func() C.weft_status_t { return C.weft_zero_create(m.h, dim, views, C.size_t(n), &cc, &h) }); err != nil {
 		return nil, err

@@ -41,6 +41,9 @@ WEFT_API weft_status_t weft_bucketer_create(weft_comm_t comm, const weft_tensor_
     if (red != WEFT_BUCKET_ALLREDUCE && red != WEFT_BUCKET_REDUCE_SCATTER) {
       fail(Status::invalid_argument, "config->reduction = %d is not a weft_bucket_reduction_t", red);
     }
+    // The codec once (a plugin codec's lookup), then each gradient's dtype against it below.
+    const std::shared_ptr<const training::Codec> codec = read_wire(c.wire, DType::f32, "config");
+    const bool feedback = read_error_feedback(c.error_feedback, codec.get(), "config");
     std::vector<training::GradSpec> specs(ngrads);
     std::vector<size_t> bucket_of;
     for (size_t i = 0; i < ngrads; ++i) {
@@ -63,12 +66,15 @@ WEFT_API weft_status_t weft_bucketer_create(weft_comm_t comm, const weft_tensor_
                name.c_str(), specs[i].on_device ? "device" : "host", device ? "device" : "host");
         }
       }
-      read_wire(c.wire, specs[i].dtype, "config");
+      if (codec && specs[i].dtype != DType::f32) {
+        fail(Status::invalid_argument, "%s (%s) is %s: config->wire = %d (%s) takes float32 gradients only", arg.c_str(),
+             name.c_str(), dtype_name(specs[i].dtype), codec->id(), codec->name().c_str());
+      }
       if (c.bucket_of) bucket_of.push_back(c.bucket_of[i]);
     }
     training::ReduceSpec spec;
     spec.kind = red == WEFT_BUCKET_ALLREDUCE ? training::Reduction::allreduce : training::Reduction::reduce_scatter;
-    spec.wire = static_cast<kernels::WireFormat>(enum_bits(c.wire));
+    spec.codec = codec;
     spec.op = static_cast<ReduceOp>(op);
     spec.dtype = specs[0].dtype;
     auto b = std::make_unique<weft_bucketer>();
@@ -78,7 +84,8 @@ WEFT_API weft_status_t weft_bucketer_create(weft_comm_t comm, const weft_tensor_
     Comm& cm = *h->comm;
     cm.throw_if_unusable();
     cm.executor().run_blocking([&] {
-      b->bucketer = std::make_unique<training::Bucketer>(h->comm, std::move(specs), std::move(bucket_of), bytes, spec);
+      b->bucketer = std::make_unique<training::Bucketer>(h->comm, std::move(specs), std::move(bucket_of), bytes, spec,
+                                                               feedback);
     });
     *bucketer = register_bucketer(std::move(b));
   });

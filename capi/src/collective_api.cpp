@@ -24,7 +24,7 @@ WEFT_API weft_status_t weft_allreduce(const void* sendbuf, void* recvbuf, size_t
   return guarded(__func__, [&] {
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
-    ReduceOp o = check_op(op);
+    ReduceOp o = check_op(op, d);
     size_t bytes = check_bytes(count, d, "count");
     check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
@@ -60,7 +60,7 @@ WEFT_API weft_status_t weft_reduce(const void* sendbuf, void* recvbuf, size_t co
   return guarded(__func__, [&] {
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
-    ReduceOp o = check_op(op);
+    ReduceOp o = check_op(op, d);
     check_rank(root, h->comm->size(), "root");
     size_t bytes = check_bytes(count, d, "count");
     check_buffer(sendbuf, bytes, "sendbuf");
@@ -136,7 +136,7 @@ WEFT_API weft_status_t weft_reduce_scatter(const void* sendbuf, void* recvbuf, s
   return guarded(__func__, [&] {
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
-    ReduceOp o = check_op(op);
+    ReduceOp o = check_op(op, d);
     const int n = h->comm->size(), rank = h->comm->rank();
     size_t bytes = check_bytes(recvcount, d, "recvcount");
     size_t total = check_bytes_times(recvcount, static_cast<size_t>(n), d, "recvcount x nranks");

@@ -13,6 +13,7 @@
 #include "core/bootstrap/unique_id.h"
 #include "core/comm/create.h"
 #include "core/common/version.h"
+#include "core/plugin/env.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -82,6 +83,7 @@ WEFT_API weft_status_t weft_comm_init(weft_comm_t* comm, const weft_unique_id_t*
   return guarded(__func__, [&] {
     check_out(comm, "comm");
     *comm = nullptr;
+    plugin::load_env_plugins();  // WEFT_PLUGINS (weft/plugin.h), once per process
     check_out(id, "id");
     check_nranks(rank, nranks);
     bootstrap::UniqueId uid = bootstrap::decode_unique_id(id->internal);
@@ -103,6 +105,7 @@ WEFT_API weft_status_t weft_comm_init_from_env(weft_comm_t* comm, const weft_com
   return guarded(__func__, [&] {
     check_out(comm, "comm");
     *comm = nullptr;
+    plugin::load_env_plugins();  // WEFT_PLUGINS (weft/plugin.h), once per process
     bootstrap::LaunchEnv env = bootstrap::read_launch_env();
     CommConfig cfg = resolve_config(config, nullptr);
     WorldSetup setup;
@@ -127,6 +130,7 @@ WEFT_API weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, wef
   return guarded(__func__, [&] {
     check_out(newcomm, "newcomm");
     *newcomm = nullptr;
+    plugin::load_env_plugins();
     Comm& parent = *lookup_comm(comm, "comm")->comm;
     parent.throw_if_unusable();
     CommConfig cfg = resolve_config(config, &parent.config());
@@ -140,6 +144,7 @@ WEFT_API weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* newcomm) {
   return guarded(__func__, [&] {
     check_out(newcomm, "newcomm");
     *newcomm = nullptr;
+    plugin::load_env_plugins();
     Comm& parent = *lookup_comm(comm, "comm")->comm;
     parent.throw_if_unusable();
     CommConfig cfg = resolve_config(nullptr, &parent.config());

@@ -44,6 +44,11 @@ shard::Layout read_layout(const weft_placement_t* placements, int ndims, int ten
     if (q.is_shard()) q.dim = p.dim;
     if (q.is_partial()) {
       const int op = enum_bits(p.op);
+      if (op >= WEFT_PLUGIN_ID_BASE) {
+        fail(Status::unsupported, "placements[%d].op is %d, a custom reduction operator; a Partial placement "
+             "takes the built-in operators only: making a Partial tensor fills the other ranks' terms with the "
+             "operator's identity (0 for sum, 1 for prod, ...), which weft cannot know for a custom operator", m, op);
+      }
       if (!op_valid(op)) fail(Status::invalid_argument, "placements[%d].op is %d; not a weft_op_t", m, op);
       q.op = static_cast<ReduceOp>(op);
     }

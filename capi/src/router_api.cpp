@@ -1,6 +1,8 @@
 // weft_router_*: the C shims of the MoE router (weft/moe.h). Every argument is checked here,
 // naming it; host logits run kernels/cpu/moe_router.h, device logits (WEFT_DEVICE_CUDA) the
 // CUDA twin through core/device/moe_router_device.h (WEFT_ERR_UNSUPPORTED without CUDA).
+// config->selector names a ROUTER plugin (core/plugin/registry.h): its function is handed to the
+// host kernel as a plain pointer (kernels/ stays free of core/plugin); device logits refuse it.
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "capi/src/training_handles.h"
 #include "capi/src/validate.h"
 #include "core/device/moe_router_device.h"
+#include "core/plugin/registry.h"
 #include "kernels/cpu/moe_router.h"
 
 using namespace weft;
@@ -28,10 +31,23 @@ T read_struct(const T* given, const T& defaults, const char* arg, const char* in
   return c;
 }
 
-kernels::RouterConfig read_config(const weft_router_config_t* config) {
+// The config in kernel form; a selector's description (for messages) lives in *selector_name,
+// which must outlive the returned config's use.
+kernels::RouterConfig read_config(const weft_router_config_t* config, std::string* selector_name) {
   const weft_router_config_t c =
       read_struct(config, weft_router_config_t(WEFT_ROUTER_CONFIG_INIT), "config", "WEFT_ROUTER_CONFIG_INIT");
   kernels::RouterConfig r;
+  if (c.selector != 0) {
+    if (c.selector < plugin::kIdBase) {
+      fail(Status::invalid_argument, "config->selector = %d; expected 0 (top-k) or a ROUTER plugin's id (>= %d)",
+           c.selector, plugin::kIdBase);
+    }
+    // The registry never drops a router, so its function stays valid after the shared_ptr goes.
+    const auto router = plugin::get_router(c.selector);
+    *selector_name = router->origin.describe("router");
+    r.selector.fn = router->select;
+    r.selector.name = selector_name->c_str();
+  }
   r.experts = c.experts;
   r.topk = c.topk;
   r.score = enum_bits(c.score);
@@ -83,6 +99,14 @@ void check_stream(const Logits& l, void* stream) {
   }
 }
 
+// A router plugin runs on the host over all tokens' scores: no device twin.
+void check_selector_host(const kernels::RouterConfig& c, const Logits& l) {
+  if (c.selector.fn && l.device) {
+    fail(Status::unsupported, "config->selector (%s) with device logits: router plugins run on host logits only",
+         c.selector.name);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -90,10 +114,12 @@ extern "C" {
 WEFT_API weft_status_t weft_router_forward(const weft_tensor_t* logits, const weft_router_config_t* config,
                                            weft_router_result_t* result, void* stream) {
   return guarded("weft_router_forward", [&] {
-    const kernels::RouterConfig c = read_config(config);
+    std::string selector_name;
+    const kernels::RouterConfig c = read_config(config, &selector_name);
     const Logits l = read_logits(logits, c, "logits");
     kernels::check_router_config(c, l.dtype, "config");
     check_stream(l, stream);
+    check_selector_host(c, l);
     const weft_router_result_t r =
         read_struct(static_cast<const weft_router_result_t*>(result), weft_router_result_t(WEFT_ROUTER_RESULT_INIT),
                     "result", "WEFT_ROUTER_RESULT_INIT");
@@ -121,10 +147,12 @@ WEFT_API weft_status_t weft_router_backward(const weft_tensor_t* logits, const w
                                             const int32_t* indices, const float* grad_weights, float grad_aux,
                                             float grad_z, const weft_tensor_t* grad_logits, void* stream) {
   return guarded("weft_router_backward", [&] {
-    const kernels::RouterConfig c = read_config(config);
+    std::string selector_name;
+    const kernels::RouterConfig c = read_config(config, &selector_name);
     const Logits l = read_logits(logits, c, "logits");
     kernels::check_router_config(c, l.dtype, "config");
     check_stream(l, stream);
+    check_selector_host(c, l);
     const Logits g = read_logits(grad_logits, c, "grad_logits");
     if (g.dtype != DType::f32) {
       fail(Status::invalid_argument, "grad_logits.dtype = %s; expected FLOAT32", dtype_name(g.dtype));

@@ -1,6 +1,7 @@
 // weft_schedule_generate, weft_schedule_simulate and weft_schedule_tune (weft/pipeline.h):
 // argument checks, the defaults of weft_pipeline_costs_t's NULL arrays, and the conversions to
-// core/pipeline/ (generate.cpp, simulator.cpp, tune.cpp).
+// core/pipeline/ (generate.cpp, simulator.cpp, tune.cpp). Plugin kinds and cost models
+// (weft/plugin.h) are looked up here by id, so an unknown id is refused before any work.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/pipeline/generators.h"
 #include "core/pipeline/simulator.h"
 #include "core/pipeline/tune.h"
+#include "core/plugin/registry.h"
 
 using namespace weft;
 using namespace weft::capi;
@@ -32,11 +34,27 @@ T read_struct(const T* given, const T& defaults, const char* arg, const char* in
 
 pipeline::Method read_kind(const weft_schedule_kind_t& kind, const char* arg) {
   const int k = enum_bits(kind);
+  if (k >= WEFT_PLUGIN_ID_BASE) {
+    plugin::get_schedule(k);  // throws naming the id when no SCHEDULE plugin has it
+    return static_cast<pipeline::Method>(k);
+  }
   if (k < WEFT_SCHEDULE_GPIPE || k >= WEFT_SCHEDULE_NUM_KINDS) {
-    fail(Status::invalid_argument, "%s = %d; expected a generator, WEFT_SCHEDULE_GPIPE (0) .. WEFT_SCHEDULE_DUALPIPE_V (%d)",
-         arg, k, WEFT_SCHEDULE_NUM_KINDS - 1);
+    fail(Status::invalid_argument,
+         "%s = %d; expected a generator, WEFT_SCHEDULE_GPIPE (0) .. WEFT_SCHEDULE_DUALPIPE_V (%d), or a SCHEDULE "
+         "plugin's kind (>= %d)",
+         arg, k, WEFT_SCHEDULE_NUM_KINDS - 1, WEFT_PLUGIN_ID_BASE);
   }
   return static_cast<pipeline::Method>(k);
+}
+
+// A COST_MODEL plugin's id (0 = none).
+std::shared_ptr<const plugin::CostModel> read_cost_model(int id, const char* arg) {
+  if (id == 0) return nullptr;
+  if (id < WEFT_PLUGIN_ID_BASE) {
+    fail(Status::invalid_argument, "%s = %d; expected 0 (no cost model) or a COST_MODEL plugin's id (>= %d)", arg, id,
+         WEFT_PLUGIN_ID_BASE);
+  }
+  return plugin::get_cost_model(id);
 }
 
 // n entries of arr, or fallback(s) for each stage when arr is NULL.
@@ -54,12 +72,29 @@ pipeline::Costs read_costs(const weft_pipeline_costs_t* given, int stages) {
   if (c.nstages != stages) {
     fail(Status::invalid_argument, "costs->nstages = %d; the schedule has %d stages", c.nstages, stages);
   }
+  pipeline::Costs out;
+  out.model = read_cost_model(c.cost_model, "costs->cost_model");
+  out.microbatch_size = c.microbatch_size;
+  if (out.model) {
+    // The plugin gives every compute time: the time arrays are not read (NULL allowed).
+    if (c.microbatch_size < 1) {
+      fail(Status::invalid_argument, "costs->microbatch_size = %d; expected >= 1", c.microbatch_size);
+    }
+    const auto zero = [](int) { return 0.0; };
+    out.activation_bytes = per_stage(c.activation_bytes, stages, zero);
+    out.weight_grad_bytes =
+        per_stage(c.weight_grad_bytes, stages, [&](int s) { return out.activation_bytes[static_cast<size_t>(s)]; });
+    out.boundary_bytes = per_stage(c.boundary_bytes, stages, zero);
+    out.latency = c.latency;
+    out.bandwidth = c.bandwidth;
+    out.overhead = c.overhead;
+    return out;
+  }
   if (!c.forward) fail(Status::invalid_argument, "costs->forward is NULL; expected %d forward times", stages);
   if (!c.backward && (!c.backward_input || !c.backward_weight)) {
     fail(Status::invalid_argument,
          "costs->backward is NULL and backward_input or backward_weight is NULL; expected backward, or both halves");
   }
-  pipeline::Costs out;
   const auto zero = [](int) { return 0.0; };
   out.forward = per_stage(c.forward, stages, zero);
   out.backward = per_stage(c.backward, stages, [&](int s) { return c.backward_input[s] + c.backward_weight[s]; });
@@ -78,14 +113,20 @@ pipeline::Costs read_costs(const weft_pipeline_costs_t* given, int stages) {
 pipeline::TuneConfig read_tune_config(const weft_tune_config_t* given) {
   if (!given) fail(Status::invalid_argument, "config is NULL; expected weft_tune_config_t (WEFT_TUNE_CONFIG_INIT)");
   const weft_tune_config_t c = read_struct(given, weft_tune_config_t(WEFT_TUNE_CONFIG_INIT), "config", "WEFT_TUNE_CONFIG_INIT");
-  if (c.layers < 1) fail(Status::invalid_argument, "config->layers = %d; expected >= 1", c.layers);
-  if (!c.layer_forward || !c.layer_backward) {
+  pipeline::TuneConfig t;
+  t.model = read_cost_model(c.cost_model, "config->cost_model");
+  // With a cost model the layer tables are optional (layers 0; if given, they split the bytes).
+  if (c.layers < (t.model ? 0 : 1)) {
+    fail(Status::invalid_argument, "config->layers = %d; expected >= %d", c.layers, t.model ? 0 : 1);
+  }
+  if (c.layers > 0 && (!c.layer_forward || !c.layer_backward)) {
     fail(Status::invalid_argument, "config->layer_forward or layer_backward is NULL; expected %d times each", c.layers);
   }
-  pipeline::TuneConfig t;
   t.ranks = c.ranks;
-  t.layer_forward.assign(c.layer_forward, c.layer_forward + c.layers);
-  t.layer_backward.assign(c.layer_backward, c.layer_backward + c.layers);
+  if (c.layers > 0) {
+    t.layer_forward.assign(c.layer_forward, c.layer_forward + c.layers);
+    t.layer_backward.assign(c.layer_backward, c.layer_backward + c.layers);
+  }
   t.global_batch = c.global_batch;
   t.microbatch_overhead = c.microbatch_overhead;
   t.activation_bytes_per_sample = c.activation_bytes_per_sample;

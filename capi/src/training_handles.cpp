@@ -29,16 +29,28 @@ weft_zero_t register_zero(std::unique_ptr<weft_zero> z) { return zeros().add(std
 weft_zero* lookup_zero(weft_zero_t h, const char* arg) { return zeros().find(h, arg); }
 void unregister_zero(weft_zero_t h) { zeros().remove(h); }
 
-kernels::WireFormat read_wire(const weft_wire_format_t& wire, DType dtype, const char* what) {
+std::shared_ptr<const training::Codec> read_wire(const weft_wire_format_t& wire, DType dtype, const char* what) {
   const int w = enum_bits(wire);
-  if (w < 0 || w > WEFT_WIRE_FP8_E4M3) {
-    fail(Status::invalid_argument, "%s.wire = %d is not a weft_wire_format_t (0..%d)", what, w, WEFT_WIRE_FP8_E4M3);
+  std::shared_ptr<const training::Codec> codec;
+  try {
+    codec = training::codec_of(w);
+  } catch (const Error& e) {
+    fail(e.status(), "%s.wire = %d: %s", what, w, e.what());
   }
-  if (w != WEFT_WIRE_NATIVE && dtype != DType::f32) {
-    fail(Status::invalid_argument, "%s.wire = %s needs float32 gradients, not %s (a %s gradient cannot be narrowed further)",
-         what, w == WEFT_WIRE_BF16 ? "WEFT_WIRE_BF16" : "WEFT_WIRE_FP8_E4M3", dtype_name(dtype), dtype_name(dtype));
+  if (codec && dtype != DType::f32) {
+    fail(Status::invalid_argument, "%s.wire = %d (%s) needs float32 gradients, not %s (compressed wires encode float32)",
+         what, w, codec->name().c_str(), dtype_name(dtype));
   }
-  return static_cast<kernels::WireFormat>(w);
+  return codec;
+}
+
+bool read_error_feedback(int error_feedback, const training::Codec* codec, const char* what) {
+  if (error_feedback && !codec) {
+    fail(Status::invalid_argument, "%s.error_feedback = %d with %s.wire = WEFT_WIRE_NATIVE: error feedback needs a "
+         "compressed wire (BF16, FP8_E4M3 or a plugin codec); the native wire loses nothing to feed back",
+         what, error_feedback, what);
+  }
+  return error_feedback != 0;
 }
 
 int mesh_dim_named(const mesh::Mesh& mesh, const char* name, const char* arg) {

@@ -40,8 +40,12 @@ weft_zero_t register_zero(std::unique_ptr<weft_zero> z);
 weft_zero* lookup_zero(weft_zero_t h, const char* arg);
 void unregister_zero(weft_zero_t h);
 
-// The wire format enum, range-checked; BF16/FP8 need float32 data (`dtype`).
-kernels::WireFormat read_wire(const weft_wire_format_t& wire, DType dtype, const char* what);
+// The codec of a weft_wire_format_t (nullptr for NATIVE): a built-in one or a plugin codec's id
+// (64 and up), refused with the ids that exist otherwise; every compressed wire needs float32
+// data (`dtype`). what: "config" (messages say config.wire).
+std::shared_ptr<const training::Codec> read_wire(const weft_wire_format_t& wire, DType dtype, const char* what);
+// error_feedback (what: "config"): 0 or 1 (nonzero), compressed wires only.
+bool read_error_feedback(int error_feedback, const training::Codec* codec, const char* what);
 // The mesh dim called `name` (arg names it in messages).
 int mesh_dim_named(const mesh::Mesh& mesh, const char* name, const char* arg);
 // A contiguous tensor's element count (arg names it); refuses strides that are not row-major,

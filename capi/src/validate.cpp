@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "capi/src/shim.h"
+#include "core/collectives/custom_op.h"
 #include "core/common/status.h"
 
 namespace weft::capi {
@@ -16,9 +17,16 @@ DType check_dtype(const weft_dtype_t& dtype, const char* arg) {
   return static_cast<DType>(d);
 }
 
-ReduceOp check_op(const weft_op_t& op) {
+ReduceOp check_op(const weft_op_t& op, DType dtype) {
   int o = enum_bits(op);
-  if (!op_valid(o)) fail(Status::invalid_argument, "op %d is not a weft_op_t (expected 0..%d)", o, kNumReduceOps - 1);
+  if (o >= plugin::kIdBase) {
+    coll::custom_op_for(static_cast<ReduceOp>(o), dtype);  // throws naming the operator
+    return static_cast<ReduceOp>(o);
+  }
+  if (!op_valid(o)) {
+    fail(Status::invalid_argument, "op %d is not a weft_op_t (expected 0..%d, or %d and up from plugins and "
+         "weft_op_create)", o, kNumReduceOps - 1, plugin::kIdBase);
+  }
   return static_cast<ReduceOp>(o);
 }
 

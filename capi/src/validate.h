@@ -13,7 +13,9 @@ namespace weft::capi {
 // Enums are taken by reference and read by their bytes (see enum_bits in shim.h).
 // `arg` names the argument in messages ("dtype", "ops[2].dtype").
 DType check_dtype(const weft_dtype_t& dtype, const char* arg = "dtype");
-ReduceOp check_op(const weft_op_t& op);
+// A built-in op, or a registered custom operator (weft/plugin.h) that takes dtype (unknown and
+// destroyed ids and other element types are refused, naming the operator and what it takes).
+ReduceOp check_op(const weft_op_t& op, DType dtype);
 // Bytes of count elements; throws when count * size overflows size_t.
 size_t check_bytes(size_t count, DType dtype, const char* what);
 // n * count elements as bytes, overflow checked.

@@ -67,7 +67,8 @@ training::ZeroConfig read_config(const weft_zero_config_t* config, size_t nparam
   const int op = enum_bits(c.grad_op);
   if (op != WEFT_SUM && op != WEFT_AVG) fail(Status::invalid_argument, "config->grad_op = %d; expected WEFT_SUM or WEFT_AVG", op);
   z.grad_op = static_cast<ReduceOp>(op);
-  z.wire = read_wire(c.wire, z.param_dtype, "config");
+  z.codec = read_wire(c.wire, z.param_dtype, "config");
+  z.error_feedback = read_error_feedback(c.error_feedback, z.codec.get(), "config");
   if (!(c.max_grad_norm >= 0.0f)) fail(Status::invalid_argument, "config->max_grad_norm = %g; expected >= 0", double(c.max_grad_norm));
   if (!(c.loss_scale > 0.0f) || !std::isfinite(c.loss_scale)) fail(Status::invalid_argument, "config->loss_scale = %g; expected a finite value > 0", double(c.loss_scale));
   z.max_grad_norm = c.max_grad_norm;

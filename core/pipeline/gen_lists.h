@@ -29,6 +29,9 @@ Lists dualpipe_v(int p, int m);
 // enough there). Replaces any SEND/RECV actions s has.
 void place_communication_by_time(Schedule& s);
 
+// generate.cpp: REDUCE_GRAD(s) right after the last backward piece (B or W) of stage s on its rank.
+void add_reduce_grad(Lists& lists);
+
 // The V placement of ZB-V and DualPipeV: rank r holds stages r and 2p-1-r.
 inline int v_shape_rank(int stage, int p) { return stage < p ? stage : 2 * p - 1 - stage; }
 

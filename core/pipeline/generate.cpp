@@ -1,11 +1,14 @@
 // generate(): checks the method's rule (weft/pipeline.h states each), builds the compute order
 // (gen_simple.cpp, gen_zero_bubble.cpp, gen_dualpipe.cpp), places the stages, adds REDUCE_GRAD
-// when asked and then the SEND/RECV actions (lowering.cpp, or gen_comm.cpp for v > 1).
+// when asked and then the SEND/RECV actions (lowering.cpp, or gen_comm.cpp for v > 1). Kinds
+// from WEFT_PLUGIN_ID_BASE up are SCHEDULE plugins (gen_plugin.cpp).
+#include <cstdint>
 #include <string>
 
 #include "core/common/status.h"
 #include "core/pipeline/gen_lists.h"
 #include "core/pipeline/generators.h"
+#include "core/plugin/registry.h"
 
 namespace weft::pipeline {
 
@@ -38,7 +41,8 @@ int own_stages_per_rank(Method m) { return m == Method::zb_v || m == Method::dua
 int check_rule(Method method, const GenerateOptions& o) {
   const int mi = static_cast<int>(method);
   if (mi < 0 || mi >= kNumMethods) {
-    fail(Status::invalid_argument, "generate: method %d is no generator (expected 0..%d)", mi, kNumMethods - 1);
+    fail(Status::invalid_argument, "generate: method %d is no generator (expected 0..%d, or a SCHEDULE plugin's id >= %d)",
+         mi, kNumMethods - 1, plugin::kIdBase);
   }
   const char* name = upper_name(method);
   const int p = o.ranks, m = o.microbatches;
@@ -69,8 +73,10 @@ int check_rule(Method method, const GenerateOptions& o) {
   return v;
 }
 
+}  // namespace
+
 // REDUCE_GRAD(s) right after the last backward piece (B or W) of stage s on its rank.
-void add_reduce_grad(std::vector<std::vector<Action>>& lists) {
+void gen::add_reduce_grad(std::vector<std::vector<Action>>& lists) {
   for (auto& list : lists) {
     std::vector<int> last_index;  // by position: the list index of each stage's last B/W
     std::vector<int> stage_of;
@@ -97,9 +103,18 @@ void add_reduce_grad(std::vector<std::vector<Action>>& lists) {
   }
 }
 
-}  // namespace
-
 Schedule generate(Method method, const GenerateOptions& o) {
+  if (is_plugin_method(method)) {
+    Schedule s;
+    int32_t declined = 0;
+    if (!try_generate_plugin(method, o, &s, &declined)) {
+      const Status status = declined >= 1 && declined <= 9 ? static_cast<Status>(declined) : Status::invalid_argument;
+      fail(status, "%s failed (returned %d) for p = %d, m = %d, v = %d",
+           plugin::get_schedule(static_cast<int>(method))->origin.describe("schedule generator").c_str(),
+           static_cast<int>(declined), o.ranks, o.microbatches, o.stages_per_rank == 0 ? 1 : o.stages_per_rank);
+    }
+    return s;
+  }
   const int v = check_rule(method, o);
   const int p = o.ranks, m = o.microbatches;
   Schedule s;
@@ -121,7 +136,7 @@ Schedule generate(Method method, const GenerateOptions& o) {
     case Method::zb_v: s.actions = gen::zb_v(p, m); break;
     default: s.actions = gen::dualpipe_v(p, m); break;
   }
-  if (o.reduce_grad) add_reduce_grad(s.actions);
+  if (o.reduce_grad) gen::add_reduce_grad(s.actions);
   // One stage per rank: each pair of neighbours sends one way per direction, and lowering.cpp's
   // placement (a RECV right before its compute, paired with the SEND before it) is deadlock-free.
   // Several stages per rank send both ways between two ranks: gen_comm.cpp orders the exchanges.

@@ -33,6 +33,7 @@ std::string to_string(const Action& a) {
 const char* method_name(Method m) {
   const int i = static_cast<int>(m);
   if (m == Method::custom) return "custom";
+  if (is_plugin_method(m)) return plugin_method_name(m);
   return i >= 0 && i < kNumMethods ? kMethodNames[i] : "?";
 }
 
@@ -65,8 +66,9 @@ bool Schedule::has_comm() const {
 
 Schedule make_schedule(std::vector<std::vector<Action>> lists, Method method) {
   const int m = static_cast<int>(method);
-  if (m < static_cast<int>(Method::custom) || m >= kNumMethods) {
-    fail(Status::invalid_argument, "method %d is not a schedule method (-1 for custom, 0..%d)", m, kNumMethods - 1);
+  if (m < static_cast<int>(Method::custom) || (m >= kNumMethods && !is_plugin_method(method))) {
+    fail(Status::invalid_argument, "method %d is not a schedule method (-1 for custom, 0..%d, a plugin's >= 64)", m,
+         kNumMethods - 1);
   }
   if (lists.empty()) fail(Status::invalid_argument, "a schedule needs at least one rank; got 0 lists");
   if (lists.size() > static_cast<size_t>(1 << 20)) {

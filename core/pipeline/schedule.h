@@ -23,7 +23,8 @@ enum class Kind : int32_t {
 };
 constexpr int kNumKinds = 9;
 
-// Values equal weft_schedule_kind_t's.
+// Values equal weft_schedule_kind_t's; from WEFT_PLUGIN_ID_BASE (64) up, a SCHEDULE plugin's
+// generator (any such value is a valid Method: the underlying type is fixed).
 enum class Method : int {
   custom = -1,
   gpipe = 0,
@@ -51,9 +52,12 @@ inline bool is_recv(Kind k) { return k == Kind::RECV_F || k == Kind::RECV_B; }
 // torch's action string: "0F0", "1SEND_F3", "2REDUCE_GRAD".
 std::string to_string(const Action& a);
 // Kind names as torch writes them ("F", "SEND_F", ...); method names as weft-schedule takes them
-// ("gpipe", "1f1b", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev").
+// ("gpipe", "1f1b", "interleaved", "zbh1", "zbh2", "zbv", "dualpipev"); a plugin's entry name
+// for a plugin id (gen_plugin.cpp; "unregistered-plugin" when this process has no such id).
 const char* kind_name(Kind k);
 const char* method_name(Method m);
+bool is_plugin_method(Method m);
+const char* plugin_method_name(Method m);
 // false when `name` is no method's name.
 bool method_from_name(const std::string& name, Method* out);
 
@@ -72,7 +76,8 @@ struct Schedule {
 
 // From caller lists (weft_schedule_create's rules): copies them, derives stages, micro-batches
 // and placement, and inserts SEND/RECV actions when there are none. Throws invalid_argument for
-// a bad kind, a negative stage or micro-batch (but REDUCE_GRAD's -1) or no F at all.
+// a bad kind, a negative stage or micro-batch (but REDUCE_GRAD's -1) or no F at all. method:
+// custom, a built-in, or a plugin id (a loaded file keeps the kind it was saved with).
 Schedule make_schedule(std::vector<std::vector<Action>> lists, Method method = Method::custom);
 
 // Inserts SEND/RECV actions into compute-only lists (lowering.cpp): a RECV right before the

@@ -12,6 +12,7 @@
 
 #include "core/common/status.h"
 #include "core/pipeline/simulator.h"
+#include "core/plugin/registry.h"
 
 namespace weft::pipeline {
 
@@ -43,14 +44,19 @@ void check_array(const std::vector<double>& v, size_t stages, const char* name) 
 }
 
 void check_costs(const Costs& c, size_t stages) {
-  check_array(c.forward, stages, "forward");
-  check_array(c.backward, stages, "backward");
-  check_array(c.backward_input, stages, "backward_input");
-  check_array(c.backward_weight, stages, "backward_weight");
+  if (!c.model) {  // a cost model's times are checked as they come (compute_time)
+    check_array(c.forward, stages, "forward");
+    check_array(c.backward, stages, "backward");
+    check_array(c.backward_input, stages, "backward_input");
+    check_array(c.backward_weight, stages, "backward_weight");
+    check_array(c.reduce_grad, stages, "reduce_grad");
+  } else if (c.microbatch_size < 1) {
+    fail(Status::invalid_argument, "costs: microbatch_size = %d; expected >= 1 for %s", c.microbatch_size,
+         c.model->origin.describe("cost model").c_str());
+  }
   check_array(c.activation_bytes, stages, "activation_bytes");
   check_array(c.weight_grad_bytes, stages, "weight_grad_bytes");
   check_array(c.boundary_bytes, stages, "boundary_bytes");
-  check_array(c.reduce_grad, stages, "reduce_grad");
   for (size_t s = 0; s < stages; ++s) {
     if (c.weight_grad_bytes[s] > c.activation_bytes[s]) {
       fail(Status::invalid_argument, "costs: weight_grad_bytes[%zu] = %g exceeds activation_bytes[%zu] = %g", s,
@@ -100,7 +106,20 @@ double message_time(const Action& a, const Costs& c) {
   return c.latency + (c.bandwidth > 0 ? bytes / c.bandwidth : 0.0);
 }
 
-double compute_time(const Action& a, const Costs& c) {
+// The plugin's time of compute action k of rank r, checked.
+double model_time(const Action& a, const Costs& c, int stages, size_t r, size_t k) {
+  const double t = c.model->cost(static_cast<int32_t>(a.kind), a.stage, stages, a.microbatch, c.microbatch_size);
+  if (!(t >= 0) || !std::isfinite(t)) {
+    fail(Status::invalid_argument,
+         "simulate: %s gave %g for rank %zu, action %zu (%s; %d stages, micro-batch size %d); expected a finite time "
+         ">= 0",
+         c.model->origin.describe("cost model").c_str(), t, r, k, to_string(a).c_str(), stages, c.microbatch_size);
+  }
+  return t + c.overhead;
+}
+
+double compute_time(const Action& a, const Costs& c, int stages, size_t r, size_t k) {
+  if (c.model) return model_time(a, c, stages, r, k);
   const size_t s = static_cast<size_t>(a.stage);
   switch (a.kind) {
     case Kind::F: return c.forward[s] + c.overhead;
@@ -206,7 +225,7 @@ Timeline simulate(std::shared_ptr<const Schedule> sp, const Costs& costs) {
             ready = std::max(ready, arrive);
           }
           t.start[r][k] = ready;
-          free_at[r] = ready + compute_time(a, costs);
+          free_at[r] = ready + compute_time(a, costs, s.stages, r, k);
           t.end[r][k] = free_at[r];
           memory[r].apply(a, costs);
         }

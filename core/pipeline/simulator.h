@@ -3,9 +3,14 @@
 // costs the makespan equals the closed forms (tests/unit/test_pipeline_simulator.cpp).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "core/pipeline/timeline.h"
+
+namespace weft::plugin {
+struct CostModel;
+}
 
 namespace weft::pipeline {
 
@@ -14,6 +19,13 @@ struct Costs {
   std::vector<double> forward, backward, backward_input, backward_weight;
   std::vector<double> activation_bytes, weight_grad_bytes, boundary_bytes, reduce_grad;
   double latency = 0, bandwidth = 0, overhead = 0;
+  // A COST_MODEL plugin (weft/plugin.h): when set, every compute action's time is
+  // model->cost(kind, stage, stages, microbatch, microbatch_size) + overhead (REDUCE_GRAD with
+  // micro-batch -1), and forward, backward, backward_input, backward_weight and reduce_grad are
+  // not read (they may be empty). A negative or non-finite time fails naming the plugin, the rank
+  // and the action.
+  std::shared_ptr<const plugin::CostModel> model;
+  int microbatch_size = 1;
 };
 
 // Costs with every stage taking f, b (I and W b/2 each), no bytes.

@@ -11,6 +11,7 @@
 
 #include "core/common/status.h"
 #include "core/pipeline/generators.h"
+#include "core/plugin/registry.h"
 
 namespace weft::pipeline {
 
@@ -22,7 +23,9 @@ void check_finite(double v, const char* name) {
 
 void check_config(const TuneConfig& c) {
   if (c.ranks < 1) fail(Status::invalid_argument, "tune: ranks = %d; expected >= 1", c.ranks);
-  if (c.layer_forward.empty()) fail(Status::invalid_argument, "tune: no layers; expected layers >= 1");
+  if (c.layer_forward.empty() && !c.model) {
+    fail(Status::invalid_argument, "tune: no layers; expected layers >= 1 (or a cost model)");
+  }
   if (c.layer_backward.size() != c.layer_forward.size()) {
     fail(Status::invalid_argument, "tune: %zu forward and %zu backward layer costs; expected one of each per layer",
          c.layer_forward.size(), c.layer_backward.size());
@@ -44,8 +47,11 @@ void check_config(const TuneConfig& c) {
   check_finite(c.static_bytes, "static_bytes");
   for (size_t k = 0; k < c.kinds.size(); ++k) {
     const int v = static_cast<int>(c.kinds[k]);
-    if (v < 0 || v >= kNumMethods) {
-      fail(Status::invalid_argument, "tune: kinds[%zu] = %d is no generator (expected 0..%d)", k, v, kNumMethods - 1);
+    if (is_plugin_method(c.kinds[k])) {
+      plugin::get_schedule(v);  // throws naming the id when no plugin has it
+    } else if (v < 0 || v >= kNumMethods) {
+      fail(Status::invalid_argument, "tune: kinds[%zu] = %d is no generator (expected 0..%d or a plugin's >= %d)", k, v,
+           kNumMethods - 1, plugin::kIdBase);
     }
   }
   if (c.max_stages_per_rank < 0) {
@@ -71,8 +77,9 @@ Costs tune_costs(const TuneConfig& c, int stages, int microbatch_size) {
   const double mb = microbatch_size;
   for (size_t s = 0; s < S; ++s) {
     double f = 0, b = 0;
-    const size_t first = s * L / S, last = (s + 1) * L / S;
-    for (size_t l = first; l < last; ++l) {
+    // Without layer tables (a cost model's times), each stage is one layer for the bytes.
+    const size_t first = L ? s * L / S : 0, last = L ? (s + 1) * L / S : 1;
+    for (size_t l = first; l < last && L > 0; ++l) {
       f += c.layer_forward[l];
       b += c.layer_backward[l];
     }
@@ -89,6 +96,8 @@ Costs tune_costs(const TuneConfig& c, int stages, int microbatch_size) {
   costs.latency = c.latency;
   costs.bandwidth = c.bandwidth;
   costs.overhead = c.microbatch_overhead;
+  costs.model = c.model;
+  costs.microbatch_size = microbatch_size;
   return costs;
 }
 
@@ -106,14 +115,21 @@ TuneResult tune(const TuneConfig& c) {
     const int vlo = kind == Method::interleaved_1f1b ? 1 : (kind == Method::zb_v || kind == Method::dualpipe_v ? 2 : 1);
     const int vhi = kind == Method::interleaved_1f1b ? max_v : vlo;
     for (int v = vlo; v <= vhi; ++v) {
-      if (static_cast<long long>(v) * p > L) continue;  // a stage needs a layer
+      if (L > 0 && static_cast<long long>(v) * p > L) continue;  // a stage needs a layer
       for (int m = 1; m <= max_m; ++m) {
         if (c.global_batch % m != 0 || !allowed(kind, p, m)) continue;
         GenerateOptions o;
         o.ranks = p;
         o.microbatches = m;
         o.stages_per_rank = kind == Method::interleaved_1f1b ? v : 0;
-        auto s = std::make_shared<const Schedule>(generate(kind, o));
+        std::shared_ptr<const Schedule> s;
+        if (is_plugin_method(kind)) {
+          Schedule built;
+          if (!try_generate_plugin(kind, o, &built, nullptr)) continue;  // the plugin declines this m
+          s = std::make_shared<const Schedule>(std::move(built));
+        } else {
+          s = std::make_shared<const Schedule>(generate(kind, o));
+        }
         const int mbs = c.global_batch / m;
         const Timeline t = simulate(s, tune_costs(c, s->stages, mbs));
         TuneCandidate cand;

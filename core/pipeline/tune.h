@@ -1,8 +1,11 @@
 // Auto-tuning (weft_schedule_tune in weft/pipeline.h states the contract): every allowed
 // (generator, micro-batch count, stages per rank) simulated with costs built from per-layer
-// times, the candidates sorted by step time with those that fit the memory cap first.
+// times (or a COST_MODEL plugin), the candidates sorted by step time with those that fit the
+// memory cap first. SCHEDULE plugins listed in kinds are tried with v = 1 for every m that
+// divides the batch; an (p, m) their function declines (returns nonzero) is skipped.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,10 @@ struct TuneConfig {
   std::vector<Method> kinds;     // empty = every generator
   int max_stages_per_rank = 0;   // INTERLEAVED_1F1B's largest v; 0 = 4
   int max_microbatches = 0;      // 0 = global_batch
+  // A COST_MODEL plugin: stage times from it (microbatch_size = global_batch / m), and the layer
+  // times are not needed (layer_forward may be empty: each stage then counts as one layer for
+  // activation bytes, and any S is allowed; with layers given, S <= L as usual).
+  std::shared_ptr<const plugin::CostModel> model;
 };
 
 struct TuneCandidate {

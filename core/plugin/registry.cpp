@@ -56,8 +56,15 @@ class Table {
       std::lock_guard<std::mutex> lock(mu_);
       n = items_.size();
     }
-    fail(Status::invalid_argument, "no %s with id %d (ids from plugins and weft_op_create start at %d; this process "
-         "has given out %zu%s)", what_, id, kIdBase, n, id >= kIdBase && id < kIdBase + static_cast<long>(n) ? ", this one was destroyed" : "");
+    const bool destroyed = id >= kIdBase && id < kIdBase + static_cast<long>(n);
+    if (destroyed) fail(Status::invalid_argument, "%s %d was destroyed", what_, id);
+    // Each kind counts its own ids from kIdBase: an operator's id is no codec's id.
+    if (n == 0) {
+      fail(Status::invalid_argument, "no %s with id %d: none is registered in this process (load a plugin that "
+           "provides one; each kind of extension numbers its own ids from %d)", what_, id, kIdBase);
+    }
+    fail(Status::invalid_argument, "no %s with id %d: the registered ones are %d..%ld (each kind of extension "
+         "numbers its own ids from %d)", what_, id, kIdBase, kIdBase + static_cast<long>(n) - 1, kIdBase);
   }
 
  private:

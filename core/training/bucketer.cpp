@@ -33,8 +33,11 @@ std::vector<size_t> Bucketer::assign(const std::vector<GradSpec>& grads, size_t 
 }
 
 Bucketer::Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std::vector<size_t> bucket_of,
-                   size_t bucket_bytes, const ReduceSpec& spec)
-    : comm_(std::move(comm)), grads_(std::move(grads)), spec_(spec) {
+                   size_t bucket_bytes, const ReduceSpec& spec, bool error_feedback)
+    : comm_(std::move(comm)), grads_(std::move(grads)), spec_(spec), error_feedback_(error_feedback) {
+  if (error_feedback_ && !spec_.codec) {
+    fail(Status::invalid_argument, "error feedback needs a compressed wire format (the NATIVE wire loses nothing)");
+  }
   grad_bucket_ = bucket_of.empty() ? assign(grads_, bucket_bytes) : std::move(bucket_of);
   grad_offset_.resize(grads_.size());
   marked_.assign(grads_.size(), 0);
@@ -65,9 +68,9 @@ Bucketer::Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std:
     const size_t bytes = k.chunk * static_cast<size_t>(n) * dtype_size(k.dtype);
     const size_t shard_bytes = spec_.kind == Reduction::reduce_scatter ? k.chunk * dtype_size(k.dtype) : 0;
     if (k.on_device) {
-      if (spec_.wire != kernels::WireFormat::native) {
-        fail(Status::unsupported, "%s is device memory: compressed wire formats take host gradients in this release",
-             grads_[k.grads.front()].name.c_str());
+      if (spec_.codec) {
+        fail(Status::unsupported, "%s is device memory: compressed wire formats (here %s) take host gradients in this "
+             "release", grads_[k.grads.front()].name.c_str(), spec_.codec->name().c_str());
       }
       // One gradient all-reduced in place needs no bucket.
       if (spec_.kind == Reduction::reduce_scatter || k.grads.size() > 1) k.device_data = gpu::device_buffer(*comm_, bytes);
@@ -75,6 +78,7 @@ Bucketer::Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std:
     } else {
       k.data.assign(bytes, 0);
       k.shard.assign(shard_bytes, 0);
+      if (error_feedback_) k.residual.assign(k.chunk * static_cast<size_t>(n), 0.0f);
     }
     k.pending = k.grads.size();
   }
@@ -86,8 +90,8 @@ Bucketer::~Bucketer() { wait_all_quietly(); }
 void Bucketer::check_agreement() const {
   std::vector<uint64_t> keys(grads_.size());
   for (size_t i = 0; i < grads_.size(); ++i) keys[i] = key_of({grads_[i].count, static_cast<uint64_t>(grads_[i].dtype), grad_bucket_[i]});
-  const std::vector<uint64_t> header = {grads_.size(), static_cast<uint64_t>(spec_.kind), static_cast<uint64_t>(spec_.wire),
-                                        static_cast<uint64_t>(spec_.op)};
+  const std::vector<uint64_t> header = {grads_.size(), static_cast<uint64_t>(spec_.kind), static_cast<uint64_t>(wire_id(spec_)),
+                                        static_cast<uint64_t>(spec_.op), static_cast<uint64_t>(error_feedback_)};
   training::check_agreement(*comm_, "bucketer", header, keys, [this](size_t i) { return grads_[i].name; });
 }
 
@@ -117,7 +121,7 @@ void Bucketer::launch_ready(void* stream) {
     // Copying in and out happens on the communicator's worker too, so the caller's thread goes
     // straight back to backward (the gradients stay untouched until finish(), by contract).
     Comm* c = comm_.get();
-    const Bucket* kp = &k;
+    Bucket* kp = &k;
     k.task = start_on(comm_, [this, c, spec, kp] { reduce(*c, spec, *kp); });
   }
 }
@@ -154,20 +158,21 @@ void Bucketer::launch_device(Bucket& k, const ReduceSpec& spec, void* stream) {
   });
 }
 
-void Bucketer::reduce(Comm& c, const ReduceSpec& spec, const Bucket& k) const {
+void Bucketer::reduce(Comm& c, const ReduceSpec& spec, Bucket& k) const {
   const size_t esize = dtype_size(k.dtype);
   const bool allreduce = spec.kind == Reduction::allreduce;
-  if (allreduce && spec.wire == kernels::WireFormat::native && k.grads.size() == 1) {
+  if (allreduce && !spec.codec && k.grads.size() == 1) {
     // A bucket of one gradient needs no bucket: all-reduce it where it is.
     const GradSpec& g = grads_[k.grads[0]];
     coll::allreduce(c, g.data, g.data, g.count, k.dtype, spec.op);
     return;
   }
-  char* data = const_cast<char*>(k.data.data());
+  char* data = k.data.data();
   for (size_t i : k.grads) {
     if (grads_[i].count) std::memcpy(data + grad_offset_[i] * esize, grads_[i].data, grads_[i].count * esize);
   }
-  reduce_bucket(c, spec, data, k.chunk, k.shard.empty() ? nullptr : const_cast<char*>(k.shard.data()));
+  reduce_bucket(c, spec, data, k.chunk, k.shard.empty() ? nullptr : k.shard.data(),
+                k.residual.empty() ? nullptr : k.residual.data());
   if (!allreduce) return;
   for (size_t i : k.grads) {
     if (grads_[i].count) std::memcpy(grads_[i].data, data + grad_offset_[i] * esize, grads_[i].count * esize);

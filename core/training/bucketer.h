@@ -3,6 +3,8 @@
 // complete, its copy-in, reduction and copy-out are queued on the communicator's worker, so
 // communication overlaps the rest of backward; finish() waits for them. Host memory, or device
 // memory (core/device: the copies and the collective queued on a stream, NCCL or staged).
+// With error feedback (compressed wires, host buckets) each bucket keeps one float32 residual
+// per element, allocated here once and carried from step to step.
 #pragma once
 
 #include <chrono>
@@ -36,9 +38,9 @@ class Bucketer {
  public:
   // bucket_of: each gradient's bucket (0.. without gaps; empty = by bucket_bytes). Collective over
   // comm (checks every rank registered the same gradients and buckets); run it on comm's
-  // executor.
+  // executor. error_feedback: spec.codec must be set (a compressed wire).
   Bucketer(std::shared_ptr<Comm> comm, std::vector<GradSpec> grads, std::vector<size_t> bucket_of,
-           size_t bucket_bytes, const ReduceSpec& spec);
+           size_t bucket_bytes, const ReduceSpec& spec, bool error_feedback = false);
   ~Bucketer();
   Bucketer(const Bucketer&) = delete;
   Bucketer& operator=(const Bucketer&) = delete;
@@ -71,6 +73,7 @@ class Bucketer {
     bool on_device = false;
     std::vector<char> data;     // host: nranks * chunk elements, zero padded
     std::vector<char> shard;    // host reduce_scatter: chunk elements
+    std::vector<float> residual;  // error feedback: nranks * chunk, this rank's, kept across steps
     std::shared_ptr<void> device_data, device_shard;  // the same in device memory
     size_t pending = 0;         // gradients not yet marked this step
     std::shared_ptr<Task> task;             // host: queued on the communicator's worker
@@ -78,7 +81,7 @@ class Bucketer {
   };
   void check_agreement() const;
   // One bucket's work on the communicator's worker: copy in, reduce, copy out.
-  void reduce(Comm& c, const ReduceSpec& spec, const Bucket& k) const;
+  void reduce(Comm& c, const ReduceSpec& spec, Bucket& k) const;
   void launch_ready(void* stream);
   void launch_device(Bucket& k, const ReduceSpec& spec, void* stream);
   void wait_all_quietly() noexcept;
@@ -86,6 +89,7 @@ class Bucketer {
   std::shared_ptr<Comm> comm_;
   std::vector<GradSpec> grads_;
   ReduceSpec spec_;
+  bool error_feedback_ = false;
   std::vector<Bucket> buckets_;
   std::vector<size_t> grad_bucket_, grad_offset_;
   std::vector<char> marked_;

@@ -2,6 +2,8 @@
 // reduce-scatter of core/collectives, or the compressed form (encode, all-to-all, decode and sum
 // in float32 in rank order, and for an all-reduce encode once more and all-gather). Shared by the
 // bucketer and ZeRO, which differ only in where the buckets live and when they are launched.
+// The compressed form takes any codec (core/training/codec.h: the built-in BF16 and FP8_E4M3, or
+// a plugin's), and optionally error feedback on each rank's own encode.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +13,7 @@
 #include "core/comm/comm.h"
 #include "core/comm/executor.h"
 #include "core/common/dtype.h"
-#include "kernels/cpu/wire_codec.h"
+#include "core/training/codec.h"
 
 namespace weft::training {
 
@@ -19,7 +21,7 @@ enum class Reduction { allreduce, reduce_scatter };
 
 struct ReduceSpec {
   Reduction kind = Reduction::allreduce;
-  kernels::WireFormat wire = kernels::WireFormat::native;
+  std::shared_ptr<const Codec> codec;  // nullptr: NATIVE (the dtype's own collectives)
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::avg;  // sum or avg
 };
@@ -35,12 +37,22 @@ struct Volume {
     return *this;
   }
 };
+// The wire bytes of a compressed reduction are the codec's bytes(chunk) per chunk exchanged.
 Volume reduction_volume(const ReduceSpec& spec, size_t chunk, int nranks);
+
+// The weft_wire_format_t value of spec's wire (0 for NATIVE): what every rank must agree on.
+inline int wire_id(const ReduceSpec& spec) { return spec.codec ? spec.codec->id() : 0; }
 
 // Reduces data (nranks * chunk elements of spec.dtype, zero beyond the real ones) over comm.
 // allreduce: the result replaces data. reduce_scatter: this rank's chunk of the result goes to
 // shard (chunk elements; shard may be data + rank * chunk). Run where comm's operations run.
-void reduce_bucket(Comm& comm, const ReduceSpec& spec, void* data, size_t chunk, void* shard);
+// residual: nullptr, or (compressed wires only) nranks * chunk float32 residuals of error
+// feedback, one per element of data: this rank's own encode of each chunk (the first encode,
+// the only one that carries this rank's gradient alone) adds them in and keeps what it lost
+// (codec.h, encode_with_feedback); the all-reduce's second encode, of the reduced sum, has none.
+// data is overwritten with g + residual there (weft's bucket memory, not the caller's).
+void reduce_bucket(Comm& comm, const ReduceSpec& spec, void* data, size_t chunk, void* shard,
+                   float* residual = nullptr);
 
 // Queues work on comm's executor (after everything issued on comm before), so it runs while the
 // caller goes on; the task fails with the communicator's error when it was aborted meanwhile.

@@ -22,6 +22,7 @@ struct Zero::Group {
   BufferPool::Buffer bucket;    // stages 2-3, between the first gradient and the reduction's end
   std::vector<float> master;   // f16/bf16 parameters: stage 0 nranks * chunk, else chunk
   std::vector<float> state1, state2;
+  std::vector<float> residual;  // error feedback: nranks * chunk (the whole local gradient)
   size_t pending = 0;          // gradients not yet given this step
   std::shared_ptr<Task> reduction, gathering;
 };
@@ -84,7 +85,11 @@ Zero::Zero(std::shared_ptr<mesh::Mesh> mesh, int dp_dim, std::vector<ParamSpec> 
   }
   const std::vector<uint64_t> header = {params_.size(), static_cast<uint64_t>(config_.stage),
                                         static_cast<uint64_t>(config_.param_dtype), static_cast<uint64_t>(config_.optimizer),
-                                        static_cast<uint64_t>(config_.wire), static_cast<uint64_t>(config_.grad_op)};
+                                        static_cast<uint64_t>(config_.codec ? config_.codec->id() : 0),
+                                        static_cast<uint64_t>(config_.grad_op), static_cast<uint64_t>(config_.error_feedback)};
+  if (config_.error_feedback && !config_.codec) {
+    fail(Status::invalid_argument, "error feedback needs a compressed wire format (the NATIVE wire loses nothing)");
+  }
   check_agreement(*dp_, "ZeRO", header, keys, [this](size_t i) { return params_[i].name; });
 
   const bool mixed = config_.param_dtype != DType::f32;
@@ -113,6 +118,7 @@ Zero::Zero(std::shared_ptr<mesh::Mesh> mesh, int dp_dim, std::vector<ParamSpec> 
       kernels::narrow_from_f32(g.params.data(), config_.param_dtype, init.data(), full);
     }
     g.grads.assign((config_.stage >= 2 ? g.chunk : full) * esize, 0);
+    if (config_.error_feedback) g.residual.assign(full, 0.0f);
     g.pending = g.last - g.first;
   }
   marked_.assign(params_.size(), 0);
@@ -204,7 +210,7 @@ void Zero::launch_ready() {
     ++next_launch_;
     ReduceSpec spec;
     spec.kind = config_.stage == 0 ? Reduction::allreduce : Reduction::reduce_scatter;
-    spec.wire = config_.wire;
+    spec.codec = config_.codec;
     spec.dtype = config_.param_dtype;
     spec.op = config_.grad_op;
     volume_ += reduction_volume(spec, g.chunk, n);
@@ -212,7 +218,10 @@ void Zero::launch_ready() {
     void* shard = config_.stage >= 2 ? g.grads.data() : g.grads.data() + r * g.chunk * esize;
     const size_t chunk = g.chunk;
     Comm* dp = dp_.get();
-    g.reduction = start_on(dp_, [dp, spec, data, chunk, shard] { reduce_bucket(*dp, spec, data, chunk, shard); });
+    float* residual = g.residual.empty() ? nullptr : g.residual.data();
+    g.reduction = start_on(dp_, [dp, spec, data, chunk, shard, residual] {
+      reduce_bucket(*dp, spec, data, chunk, shard, residual);
+    });
   }
 }
 
@@ -301,6 +310,9 @@ StepInfo Zero::step() {
   }
   if (nonfinite > 0.0) {
     info.skipped = true;
+    // The residuals took in this step's gradients, which the skip discards (and which hold the
+    // inf/NaN): feedback restarts from zero.
+    scale_residuals(0.0f);
     if (config_.dynamic_loss_scale) loss_scale_ *= config_.backoff;
     clean_steps_ = 0;
     info.loss_scale = loss_scale_;
@@ -337,11 +349,18 @@ StepInfo Zero::step() {
   publish_params();
   if (config_.dynamic_loss_scale && ++clean_steps_ >= config_.growth_interval) {
     loss_scale_ *= config_.growth;
+    scale_residuals(config_.growth);  // the next gradients come in the new scale
     clean_steps_ = 0;
   }
   info.loss_scale = loss_scale_;
   info.volume = std::exchange(volume_, Volume{});  // with the parameters' all-gather just made
   return info;
+}
+
+void Zero::scale_residuals(float factor) {
+  for (auto& g : groups_) {
+    for (float& x : g->residual) x = factor == 0.0f ? 0.0f : x * factor;
+  }
 }
 
 void Zero::publish_params() {
@@ -369,7 +388,7 @@ MemoryReport Zero::memory() const {
   for (const auto& g : groups_) {
     m.params += bytes_of(g->params);
     m.grads += bytes_of(g->grads);
-    m.optimizer += bytes_of(g->master) + bytes_of(g->state1) + bytes_of(g->state2);
+    m.optimizer += bytes_of(g->master) + bytes_of(g->state1) + bytes_of(g->state2) + bytes_of(g->residual);
     m.buffers += g->bucket.bytes * !!g->bucket + g->gathered.bytes * !!g->gathered;
   }
   m.buffers += pool_.kept_bytes();
@@ -395,6 +414,7 @@ void Zero::restore(int64_t steps, float loss_scale) {
   step_count_ = steps;
   loss_scale_ = loss_scale;
   clean_steps_ = 0;
+  scale_residuals(0.0f);  // a checkpoint holds no residuals: feedback restarts from zero
   const size_t r = static_cast<size_t>(dp_->rank());
   const size_t n = static_cast<size_t>(dp_->size());
   for (auto& gp : groups_) {

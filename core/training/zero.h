@@ -31,7 +31,11 @@ struct ZeroConfig {
   std::vector<size_t> groups;  // per parameter; empty = by group_bytes
   size_t group_bytes = 25u << 20;
   ReduceOp grad_op = ReduceOp::avg;
-  kernels::WireFormat wire = kernels::WireFormat::native;
+  std::shared_ptr<const Codec> codec;  // the gradients' wire: nullptr = NATIVE
+  // Error feedback (compressed wires only): per group element a float32 residual of this rank's
+  // encode, kept across steps; zeroed when a step is skipped or a checkpoint is loaded, and
+  // multiplied by `growth` when the loss scale grows (it is in loss-scaled units).
+  bool error_feedback = false;
   float max_grad_norm = 0.0f;
   float loss_scale = 1.0f;
   bool dynamic_loss_scale = false;
@@ -109,6 +113,8 @@ class Zero {
   char* owned_params(Group& g);
   void publish_params();
   void note_buffers();
+  // Error feedback: residual *= factor (0: cleared).
+  void scale_residuals(float factor);
 
   std::shared_ptr<mesh::Mesh> mesh_;
   int dp_dim_;

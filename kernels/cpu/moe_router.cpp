@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "core/common/status.h"
@@ -62,6 +63,63 @@ void capacity_keep(const RouterConfig& c, size_t tokens, const int32_t* idx, con
   }
 }
 
+// A selector's choice for every token: the selection scores of all rows in one array, one call,
+// then the checks weft/plugin.h promises (each index in [0, E), a token's k distinct), the
+// offending token named. Empty for T = 0 (the plugin is not called).
+std::vector<int32_t> plugin_selection(const void* logits, DType dtype, size_t tokens, const RouterConfig& c,
+                                      const ops::RouterRowConfig& rc, RowBuffers& rb, const char* what) {
+  const size_t E = static_cast<size_t>(c.experts), k = static_cast<size_t>(c.topk);
+  std::vector<int32_t> idx(tokens * k, -1);
+  if (tokens == 0) return idx;
+  std::vector<float> sel(tokens * E);
+  for (size_t t = 0; t < tokens; ++t) {
+    ops::router_row_scores(rc, row_of(logits, dtype, t, c.experts), c.bias, rb.r);
+    std::copy(rb.r.sel, rb.r.sel + E, sel.begin() + static_cast<std::ptrdiff_t>(t * E));
+  }
+  const char* name = c.selector.name ? c.selector.name : "router plugin";
+  const int32_t ret = c.selector.fn(sel.data(), tokens, c.experts, c.topk, idx.data());
+  if (ret != 0) {
+    // A plugin may return one of weft's status codes (1-9) to say what went wrong.
+    const Status status = ret >= 1 && ret <= 9 ? static_cast<Status>(ret) : Status::invalid_argument;
+    fail(status, "%s: %s failed (returned %d) on %zu tokens, %d experts, topk %d", what, name,
+         static_cast<int>(ret), tokens, c.experts, c.topk);
+  }
+  std::vector<size_t> seen(E, 0);  // token + 1 that last chose each expert, and its slot
+  std::vector<size_t> slot_of(E, 0);
+  for (size_t t = 0; t < tokens; ++t) {
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t e = idx[t * k + j];
+      if (e < 0 || e >= c.experts) {
+        fail(Status::invalid_argument, "%s: %s chose expert %d for token %zu, slot %zu; expected an expert in [0, %d)",
+             what, name, static_cast<int>(e), t, j, c.experts);
+      }
+      const size_t ue = static_cast<size_t>(e);
+      if (seen[ue] == t + 1) {
+        fail(Status::invalid_argument,
+             "%s: %s chose expert %d twice for token %zu (slots %zu and %zu); a token's %d experts must be distinct",
+             what, name, static_cast<int>(e), t, slot_of[ue], j, c.topk);
+      }
+      seen[ue] = t + 1;
+      slot_of[ue] = j;
+    }
+  }
+  return idx;
+}
+
+// Token t's row in rb: the built-in selection, or the selector's (`chosen`, [T, k]) with the
+// scores and weights computed around it.
+void row_forward(const ops::RouterRowConfig& rc, const void* x, const float* bias, const std::vector<int32_t>& chosen,
+                 size_t t, RowBuffers& rb) {
+  if (chosen.empty()) {
+    ops::router_row_forward(rc, x, bias, rb.r);
+    return;
+  }
+  const size_t k = static_cast<size_t>(rc.topk);
+  ops::router_row_scores(rc, x, bias, rb.r);
+  for (size_t j = 0; j < k; ++j) rb.r.idx[j] = chosen[t * k + j];
+  ops::router_row_weights(rc, rb.r);
+}
+
 }  // namespace
 
 void check_router_config(const RouterConfig& c, DType dtype, const char* what) {
@@ -97,6 +155,12 @@ void check_router_config(const RouterConfig& c, DType dtype, const char* what) {
            "%s: config->topk_groups = %d groups of %d experts leave fewer than topk (%d) selectable", what,
            c.topk_groups, c.experts / c.groups, c.topk);
     }
+    if (c.selector.fn) {
+      fail(Status::invalid_argument,
+           "%s: config->groups = %d with config->selector set (%s); a router plugin chooses from all experts: "
+           "groups must be <= 1",
+           what, c.groups, c.selector.name ? c.selector.name : "a router plugin");
+    }
   }
 }
 
@@ -126,8 +190,10 @@ void router_forward(const void* logits, DType dtype, size_t tokens, const Router
   RowBuffers rb(c.experts, c.topk);
   std::vector<double> psum(E, 0.0), block(E, 0.0);
   double zsum = 0.0, zblock = 0.0;
+  const std::vector<int32_t> chosen =
+      c.selector.fn ? plugin_selection(logits, dtype, tokens, c, rc, rb, "router_forward") : std::vector<int32_t>();
   for (size_t t = 0; t < tokens; ++t) {
-    ops::router_row_forward(rc, row_of(logits, dtype, t, c.experts), c.bias, rb.r);
+    row_forward(rc, row_of(logits, dtype, t, c.experts), c.bias, chosen, t, rb);
     for (size_t j = 0; j < k; ++j) {
       out.indices[t * k + j] = rb.r.idx[j];
       out.weights[t * k + j] = rb.r.w[j];
@@ -173,10 +239,16 @@ void router_backward(const void* logits, DType dtype, size_t tokens, const Route
   RowBuffers rb(c.experts, c.topk);
   // The aux loss's f_e counts every selection before dropping: a first pass recomputes them.
   const bool aux = grad_aux != 0.0f && c.aux_loss_coeff != 0.0f;
+  // A selector is asked again: its choice is a function of the scores (moe_router.h).
+  const std::vector<int32_t> chosen =
+      c.selector.fn ? plugin_selection(logits, dtype, tokens, c, rc, rb, "router_backward") : std::vector<int32_t>();
   std::vector<float> q;
   if (aux && tokens > 0) {
     std::vector<int64_t> selected(E, 0);
-    for (size_t t = 0; t < tokens; ++t) {
+    if (!chosen.empty()) {
+      for (int32_t e : chosen) ++selected[static_cast<size_t>(e)];
+    }
+    for (size_t t = 0; t < tokens && chosen.empty(); ++t) {
       ops::router_row_forward(rc, row_of(logits, dtype, t, c.experts), c.bias, rb.r);
       for (size_t j = 0; j < k; ++j) ++selected[static_cast<size_t>(rb.r.idx[j])];
     }
@@ -188,7 +260,7 @@ void router_backward(const void* logits, DType dtype, size_t tokens, const Route
   const float zscale = router_z_grad_scale(grad_z, c.z_loss_coeff, tokens);
   for (size_t t = 0; t < tokens; ++t) {
     const void* x = row_of(logits, dtype, t, c.experts);
-    ops::router_row_forward(rc, x, c.bias, rb.r);
+    row_forward(rc, x, c.bias, chosen, t, rb);
     for (size_t j = 0; j < k; ++j) {
       const int32_t given = indices[t * k + j];
       if (given != -1 && given != rb.r.idx[j]) {

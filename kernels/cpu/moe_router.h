@@ -3,7 +3,8 @@
 // per-token arithmetic and the loss sums' order are kernels/cpu/moe_router_ops.h, shared).
 //
 // Per token: scores (softmax / logits / sigmoid), selection scores = scores + bias, the group
-// limit, the top k (ties to the lower index), the weights (never with the bias); then, across
+// limit, the top k (ties to the lower index) or a plugin's choice (RouterSelector: it sees every
+// token's selection scores at once, NaN given as -inf), the weights (never with the bias); then, across
 // tokens, capacity dropping, the per-expert counts and the two losses:
 //   aux = coeff * E * sum_e f_e P_e, f_e = selected_e / (T k), P_e = psum_e / T, where psum_e is
 //         the double sum of the routing probabilities (moe_router_ops.h's blocked order); the
@@ -19,6 +20,17 @@
 
 namespace weft::kernels {
 
+// A ROUTER plugin's selection (weft/plugin.h's weft_plugin_router_fn), handed in by the C shim
+// as a plain function so that kernels/ needs nothing of core/plugin: from the selection scores
+// [T, E] it writes each token's k experts. The router calls it once per forward and once more
+// per backward (which recomputes the selection), so it must be a deterministic function of its
+// arguments. `name` says which plugin it is in messages ("router 'balanced_topk' (plugin ...)").
+struct RouterSelector {
+  using Fn = int32_t (*)(const float* scores, size_t tokens, int32_t experts, int32_t topk, int32_t* indices);
+  Fn fn = nullptr;
+  const char* name = nullptr;
+};
+
 struct RouterConfig {
   int experts = 0;
   int topk = 1;
@@ -31,6 +43,7 @@ struct RouterConfig {
   double capacity_factor = 1.0;
   float aux_loss_coeff = 0.0f;
   float z_loss_coeff = 0.0f;
+  RouterSelector selector;  // fn NULL: the built-in top k (host only; groups must be <= 1 with one)
 };
 
 struct RouterOutputs {
@@ -45,7 +58,8 @@ struct RouterOutputs {
 // Throws weft::Error(invalid_argument) naming `what` and the field for a configuration the
 // router cannot run: E < 1, k outside [1, E], an unknown score or drop mode, groups not
 // dividing E, topk_groups outside [1, groups] or leaving fewer than k experts, capacity_factor
-// not > 0 (finite) when dropping, or logits that are neither FLOAT32 nor BFLOAT16.
+// not > 0 (finite) when dropping, logits that are neither FLOAT32 nor BFLOAT16, or a selector
+// with groups > 1 (a plugin's choice cannot honour the group limit).
 void check_router_config(const RouterConfig& c, DType logits_dtype, const char* what);
 
 // logits [tokens, E] (FLOAT32 or BFLOAT16, contiguous): everything weft_router_forward writes.

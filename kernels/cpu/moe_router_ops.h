@@ -141,10 +141,12 @@ WEFT_HD inline float router_logit(const void* logits, int bf16, size_t i) {
 
 // ---------------------------------------------------------------- one token, forward
 
-// Scores, probabilities, selection and weights of token row `x` (E logits) into r; bias NULL or
-// E values. r.idx / r.w: the k slots in order (best first).
-WEFT_HD inline void router_row_forward(const RouterRowConfig& c, const void* x, const float* bias, RouterScratch r) {
-  const int E = c.experts, k = c.topk;
+// The three parts of a token's forward, in the order router_row_forward runs them; a ROUTER
+// plugin (moe_router.h's RouterSelector) replaces the middle one on the host.
+// Scores, probabilities, logsumexp and selection scores of token row `x` (E logits) into r; bias
+// NULL or E values.
+WEFT_HD inline void router_row_scores(const RouterRowConfig& c, const void* x, const float* bias, RouterScratch r) {
+  const int E = c.experts;
   // Softmax of the logits: max, exp(x - max) summed in expert order, logsumexp.
   float m = router_logit(x, c.bf16, 0);
   for (int e = 1; e < E; ++e) {
@@ -179,6 +181,11 @@ WEFT_HD inline void router_row_forward(const RouterRowConfig& c, const void* x, 
     r.sel[e] = router_key(bias ? r.s[e] + bias[e] : r.s[e]);
     r.taken[e] = 0.0f;
   }
+}
+
+// The group limit and the top k of r.sel into r.idx (best first); r.taken marks the chosen.
+WEFT_HD inline void router_row_select(const RouterRowConfig& c, RouterScratch r) {
+  const int E = c.experts, k = c.topk;
   // Group limit: a group's score is its two best selection scores summed (its one with one
   // expert); the topk_groups best groups stay selectable, marked 1 in gs (after their scores
   // have been compared, each group's mark is written at the end).
@@ -225,7 +232,11 @@ WEFT_HD inline void router_row_forward(const RouterRowConfig& c, const void* x, 
     r.taken[best] = 1.0f;
     r.idx[j] = best;
   }
-  // Weights, never including the bias.
+}
+
+// The k weights of the experts in r.idx (after router_row_scores), never including the bias.
+WEFT_HD inline void router_row_weights(const RouterRowConfig& c, RouterScratch r) {
+  const int k = c.topk;
   if (c.score == kRouterTopkSoftmax) {
     float mk = r.s[r.idx[0]];
     for (int j = 1; j < k; ++j) {
@@ -248,6 +259,14 @@ WEFT_HD inline void router_row_forward(const RouterRowConfig& c, const void* x, 
       for (int j = 0; j < k; ++j) r.w[j] = r.w[j] / z;
     }
   }
+}
+
+// Scores, probabilities, selection and weights of token row `x` (E logits) into r; bias NULL or
+// E values. r.idx / r.w: the k slots in order (best first).
+WEFT_HD inline void router_row_forward(const RouterRowConfig& c, const void* x, const float* bias, RouterScratch r) {
+  router_row_scores(c, x, bias, r);
+  router_row_select(c, r);
+  router_row_weights(c, r);
 }
 
 // ---------------------------------------------------------------- one token, backward

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <utility>
 
 #include "dtypes.h"
 
@@ -107,8 +109,13 @@ std::vector<weft_dtype_t> parse_dtypes(const std::string& s) {
   return out;
 }
 
-std::vector<weft_op_t> parse_ops(const std::string& s) {
+// Names that are not built in are kept, with their places in the list, for load_plugin_ops
+// (they need --plugin).
+std::vector<weft_op_t> parse_ops(const std::string& s, std::vector<std::string>* plugin_ops,
+                                 std::vector<size_t>* plugin_op_at) {
   std::vector<weft_op_t> out;
+  plugin_ops->clear();
+  plugin_op_at->clear();
   for (const std::string& name : split_list(s)) {
     if (name == "all") {
       for (const OpName& o : kOpNames) out.push_back(o.op);
@@ -120,9 +127,12 @@ std::vector<weft_op_t> parse_ops(const std::string& s) {
         out.push_back(o.op);
         found = true;
       }
-    if (!found) throw UsageError("unknown op '" + name + "' (sum, prod, min, max, avg, all)");
+    if (!found) {
+      plugin_op_at->push_back(out.size() + plugin_ops->size());
+      plugin_ops->push_back(name);
+    }
   }
-  if (out.empty()) throw UsageError("no op given");
+  if (out.empty() && plugin_ops->empty()) throw UsageError("no op given");
   return out;
 }
 
@@ -134,10 +144,48 @@ const char* coll_name(Coll c) {
   return "?";
 }
 
+namespace {
+// The plugin operators load_plugin_ops resolved, for op_name (a few entries per run).
+std::vector<std::pair<int, std::string>>& plugin_op_names() {
+  static std::vector<std::pair<int, std::string>> names;
+  return names;
+}
+// Plugin ids lie past weft_op_t's enumerators: read and written by their bits.
+int op_bits(weft_op_t op) {
+  int v;
+  std::memcpy(&v, &op, sizeof v);
+  return v;
+}
+}  // namespace
+
 const char* op_name(weft_op_t op) {
   for (const OpName& o : kOpNames)
     if (o.op == op) return o.name;
+  for (const auto& [id, name] : plugin_op_names())
+    if (id == op_bits(op)) return name.c_str();
   return "?";
+}
+
+bool is_plugin_op(weft_op_t op) { return op_bits(op) >= WEFT_PLUGIN_ID_BASE; }
+
+void load_plugin_ops(Options& opt) {
+  if (opt.plugin_path.empty()) return;
+  weft_plugin_t plugin = nullptr;
+  if (weft_plugin_load(opt.plugin_path.c_str(), &plugin) != WEFT_OK)
+    throw UsageError(std::string("--plugin: ") + weft_last_error());
+  for (size_t k = 0; k < opt.plugin_ops.size(); ++k) {
+    const std::string& name = opt.plugin_ops[k];
+    weft_plugin_entry_t e = WEFT_PLUGIN_ENTRY_INIT;
+    if (weft_plugin_lookup(plugin, name.c_str(), &e) != WEFT_OK)
+      throw UsageError("-o " + name + ": " + weft_last_error());
+    if (e.kind != WEFT_PLUGIN_REDUCE_OP)
+      throw UsageError("-o " + name + ": entry '" + name + "' of " + opt.plugin_path + " is not a reduction operator");
+    weft_op_t op;
+    std::memcpy(&op, &e.id, sizeof op);
+    plugin_op_names().emplace_back(e.id, name);
+    opt.ops.insert(opt.ops.begin() + static_cast<std::ptrdiff_t>(opt.plugin_op_at[k]), op);  // -o's order
+  }
+  weft_plugin_destroy(plugin);  // the operators stay registered
 }
 
 size_t parse_size(const std::string& s) {
@@ -186,7 +234,10 @@ const char* usage_text() {
          "  -f, --stepfactor F     multiplicative step between sizes (default 2)\n"
          "  -d, --datatype LIST    float, double, half, bfloat16, fp8e4m3, fp8e5m2, int8, uint8,\n"
          "                         int32, uint32, int64, uint64, or all (default float)\n"
-         "  -o, --op LIST          sum, prod, min, max, avg, or all (default sum)\n"
+         "  -o, --op LIST          sum, prod, min, max, avg, or all (default sum), and names of\n"
+         "                         --plugin's reduction operators (REDUCE_OP entries)\n"
+         "      --plugin PATH      load a weft plugin (weft/plugin.h) first; its results are not\n"
+         "                         checked (#wrong N/A): weft-bench has no reference for them\n"
          "  -r, --root R           root rank of broadcast and reduce (default 0)\n"
          "  -n, --iters N          timed iterations per size (default 20)\n"
          "  -w, --warmup_iters N   untimed iterations before timing (default 5)\n"
@@ -252,7 +303,10 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "-d" || arg == "--datatype") {
       opt.dtypes = parse_dtypes(next());
     } else if (arg == "-o" || arg == "--op") {
-      opt.ops = parse_ops(next());
+      opt.ops = parse_ops(next(), &opt.plugin_ops, &opt.plugin_op_at);
+    } else if (arg == "--plugin") {
+      opt.plugin_path = next();
+      if (opt.plugin_path.empty()) throw UsageError("--plugin needs a path");
     } else if (arg == "-r" || arg == "--root") {
       opt.root = static_cast<int>(parse_int(arg, next(), 0, 1 << 20));
     } else if (arg == "-n" || arg == "--iters") {
@@ -271,6 +325,9 @@ Options parse_options(int argc, const char* const* argv) {
     }
   }
   if (opt.min_bytes > opt.max_bytes) throw UsageError("-b is larger than -e");
+  if (!opt.plugin_ops.empty() && opt.plugin_path.empty())
+    throw UsageError("unknown op '" + opt.plugin_ops[0] + "' (sum, prod, min, max, avg, all, or a reduction "
+                     "operator of --plugin PATH)");
   return opt;
 }
 

@@ -38,6 +38,9 @@ struct Options {
   double step_factor = 2.0;  // -f
   std::vector<weft_dtype_t> dtypes{WEFT_FLOAT32};
   std::vector<weft_op_t> ops{WEFT_SUM};
+  std::string plugin_path;              // --plugin PATH: loaded before anything runs
+  std::vector<std::string> plugin_ops;  // -o names that are not built in: the plugin's REDUCE_OP entries
+  std::vector<size_t> plugin_op_at;     // where each goes in ops (the -o list's order)
   int root = 0;
   int iters = 20;
   int warmup = 5;
@@ -55,6 +58,11 @@ size_t parse_size(const std::string& s);
 const char* usage_text();
 
 const char* coll_name(Coll c);
+// A built-in op's name, or a plugin operator's entry name once load_plugin_ops resolved it.
 const char* op_name(weft_op_t op);
+bool is_plugin_op(weft_op_t op);  // WEFT_PLUGIN_ID_BASE and up
+// Loads opt.plugin_path (weft_plugin_load) and inserts each of opt.plugin_ops, looked up as a
+// REDUCE_OP entry, into opt.ops at its place in the -o list. Throws UsageError naming what is wrong.
+void load_plugin_ops(Options& opt);
 
 }  // namespace weftbench

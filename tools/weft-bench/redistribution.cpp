@@ -280,7 +280,8 @@ Shape redist_shape(Coll c, size_t requested_bytes, size_t elem_size, int nranks)
   return s;
 }
 
-bool redist_supports(Coll c, weft_op_t op) { return c != Coll::redist_p2s || op != WEFT_PROD; }
+// PARTIAL(prod) and PARTIAL(a plugin operator) do not exist (weft/mesh.h).
+bool redist_supports(Coll c, weft_op_t op) { return c != Coll::redist_p2s || (op != WEFT_PROD && !is_plugin_op(op)); }
 
 std::unique_ptr<Bench> make_redistribution(const Comm& comm, Coll c, const DtypeInfo& t, weft_op_t op,
                                            size_t max_bytes) {

@@ -3,6 +3,9 @@
 //
 //   weft-schedule show METHOD -p P -m M [-v V] [--reduce-grad] [--costs F,B[,I,W]]
 //                 [--svg OUT.svg] [--trace OUT.json] [--csv OUT.csv]
+//   every subcommand also takes --plugin PATH[:PATH...] (weft/plugin.h): a SCHEDULE entry's name
+//   is then a METHOD, and --cost-model NAME [--mbs N] (show, simulate, tune) times the actions
+//   with a COST_MODEL entry instead of --costs / the layer times
 //   weft-schedule validate FILE               FILE: torch CSV (*.csv) or FlatBuffers (*.wsched, ...)
 //   weft-schedule simulate FILE [--costs F,B[,I,W]] [--svg OUT.svg] [--trace OUT.json]
 //   weft-schedule convert IN OUT [--compute-only]   CSV <-> FlatBuffers, by the names' extensions
@@ -44,7 +47,12 @@ const char* const kUsageText =
     "                     [--max-v V] [--max-m M]\n"
     "         simulate every (method, micro-batches, virtual stages) and print them, best first\n"
     "\n"
-    "METHOD: gpipe, 1f1b, interleaved, zbh1, zbh2, zbv, dualpipev.\n"
+    "       any subcommand: [--plugin PATH[:PATH...]]; show, simulate, tune: [--cost-model NAME [--mbs N]]\n"
+    "         load plugins (weft_plugin_load): their SCHEDULE entries are METHODs (and --kinds\n"
+    "         names); --cost-model times every action with a COST_MODEL entry (micro-batch size\n"
+    "         --mbs, default 1; tune: global batch / m) instead of --costs or the layer times\n"
+    "\n"
+    "METHOD: gpipe, 1f1b, interleaved, zbh1, zbh2, zbv, dualpipev, or a plugin's SCHEDULE entry.\n"
     "--costs: per stage times of forward F and backward B (I and W: B/2 each unless given);\n"
     "  default 1,2. Sizes N take an optional K, M, G suffix (KiB, MiB, GiB).\n"
     "Exit status: 0 done, 1 refused or failed, 2 usage.\n";
@@ -87,17 +95,65 @@ const MethodName kMethods[] = {
     {"dualpipev", WEFT_SCHEDULE_DUALPIPE_V},
 };
 
+// The entries of the plugins --plugin loaded (the library keeps them for the process).
+struct PluginEntry {
+  std::string name;
+  weft_plugin_kind_t kind;
+  int id;
+};
+std::vector<PluginEntry> g_entries;
+
+// --plugin PATH[:PATH...]: loads each (in order, as every rank of a run would) and lists its
+// SCHEDULE and COST_MODEL entries. Prints the failure and returns false.
+bool load_plugins(const std::string& paths) {
+  size_t from = 0;
+  for (;;) {
+    const size_t colon = paths.find(':', from);
+    const std::string path = paths.substr(from, colon == std::string::npos ? std::string::npos : colon - from);
+    if (path.empty()) throw UsageError{"--plugin has an empty path"};
+    weft_plugin_t plugin = nullptr;
+    if (weft_status_t st = weft_plugin_load(path.c_str(), &plugin); st != WEFT_OK) {
+      return failed(cat("--plugin ", path).c_str(), st), false;
+    }
+    weft_plugin_info_t info = WEFT_PLUGIN_INFO_INIT;
+    weft_plugin_info(plugin, &info);
+    for (size_t i = 0; i < info.nentries; ++i) {
+      weft_plugin_entry_t e = WEFT_PLUGIN_ENTRY_INIT;
+      if (weft_plugin_entry(plugin, i, &e) != WEFT_OK) continue;
+      if (e.kind == WEFT_PLUGIN_SCHEDULE || e.kind == WEFT_PLUGIN_COST_MODEL) g_entries.push_back({e.name, e.kind, e.id});
+    }
+    // The handle only names the plugin; its extensions stay registered without it.
+    weft_plugin_destroy(plugin);
+    if (colon == std::string::npos) return true;
+    from = colon + 1;
+  }
+}
+
+int plugin_entry_id(const std::string& name, weft_plugin_kind_t kind) {
+  for (const PluginEntry& e : g_entries) {
+    if (e.kind == kind && e.name == name) return e.id;
+  }
+  return -1;
+}
+
 weft_schedule_kind_t method_kind(const std::string& name) {
   for (const MethodName& m : kMethods) {
     if (name == m.name) return m.kind;
   }
-  throw UsageError{cat("unknown method '", name, "' (gpipe, 1f1b, interleaved, zbh1, zbh2, zbv, dualpipev)")};
+  if (const int id = plugin_entry_id(name, WEFT_PLUGIN_SCHEDULE); id >= 0) return static_cast<weft_schedule_kind_t>(id);
+  throw UsageError{cat("unknown method '", name,
+                       "' (gpipe, 1f1b, interleaved, zbh1, zbh2, zbv, dualpipev, or a SCHEDULE entry of a --plugin)")};
 }
 
-const char* method_text(weft_schedule_kind_t kind) {
+// A plugin kind with no loaded plugin (a file saved with one) prints as "plugin-<id>".
+std::string method_text(weft_schedule_kind_t kind) {
   for (const MethodName& m : kMethods) {
     if (kind == m.kind) return m.name;
   }
+  for (const PluginEntry& e : g_entries) {
+    if (e.kind == WEFT_PLUGIN_SCHEDULE && e.id == static_cast<int>(kind)) return e.name;
+  }
+  if (static_cast<int>(kind) >= WEFT_PLUGIN_ID_BASE) return cat("plugin-", std::to_string(static_cast<int>(kind)));
   return "custom";
 }
 
@@ -293,7 +349,7 @@ weft_schedule_info_t info_of(weft_schedule_t s) {
 
 void print_summary(const char* what, weft_schedule_t s) {
   const weft_schedule_info_t i = info_of(s);
-  std::printf("%s: %s p=%d S=%d m=%d v=%d\n", what, method_text(i.kind), i.ranks, i.stages, i.microbatches,
+  std::printf("%s: %s p=%d S=%d m=%d v=%d\n", what, method_text(i.kind).c_str(), i.ranks, i.stages, i.microbatches,
               i.stages_per_rank);
 }
 
@@ -315,6 +371,17 @@ struct Outputs {
   std::string svg, trace;
 };
 
+// --cost-model NAME: a COST_MODEL entry of a --plugin (0 when not given).
+int parse_cost_model(const Args& a) {
+  if (!a.has("--cost-model")) {
+    if (a.has("--mbs")) throw UsageError{"--mbs applies to --cost-model"};
+    return 0;
+  }
+  const int id = plugin_entry_id(a.get("--cost-model"), WEFT_PLUGIN_COST_MODEL);
+  if (id < 0) throw UsageError{cat("--cost-model '", a.get("--cost-model"), "' is no COST_MODEL entry of a --plugin")};
+  return id;
+}
+
 // --costs "F,B[,I,W]" (default "1,2"), parsed before any work is done: 2 or 4 numbers.
 std::vector<double> parse_costs(const Args& a) {
   const std::string text = a.has("--costs") ? a.get("--costs") : "1,2";
@@ -325,8 +392,10 @@ std::vector<double> parse_costs(const Args& a) {
   return c;
 }
 
-// Simulates with the same costs on every stage, prints the totals and writes the pictures.
-int simulate_and_report(weft_schedule_t s, const std::vector<double>& c, const Outputs& out) {
+// Simulates with the same costs on every stage (or a cost model's, cost_model > 0, with
+// micro-batch size mbs), prints the totals and writes the pictures.
+int simulate_and_report(weft_schedule_t s, const std::vector<double>& c, const Outputs& out, int cost_model = 0,
+                        int mbs = 1) {
   const bool split = c.size() == 4;  // I and W given
   const int stages = info_of(s).stages;
   const size_t n = static_cast<size_t>(stages);
@@ -339,11 +408,19 @@ int simulate_and_report(weft_schedule_t s, const std::vector<double>& c, const O
     costs.backward_input = bi.data();
     costs.backward_weight = bw.data();
   }
+  costs.cost_model = cost_model;
+  costs.microbatch_size = mbs;
   Timeline t;
   if (weft_status_t st = weft_schedule_simulate(s, &costs, &t.h); st != WEFT_OK) return failed("simulate", st);
   weft_timeline_info_t ti = WEFT_TIMELINE_INFO_INIT;
   weft_timeline_info(t.h, &ti);
-  if (split) {
+  if (cost_model) {
+    std::string name = std::to_string(cost_model);
+    for (const PluginEntry& e : g_entries) {
+      if (e.kind == WEFT_PLUGIN_COST_MODEL && e.id == cost_model) name = e.name;
+    }
+    std::printf("costs: cost model %s, micro-batch size %d\n", name.c_str(), mbs);
+  } else if (split) {
     std::printf("costs per stage: F=%g B=%g I=%g W=%g\n", c[0], c[1], c[2], c[3]);
   } else {
     std::printf("costs per stage: F=%g B=%g (I=W=%g)\n", c[0], c[1], c[1] / 2);
@@ -378,8 +455,13 @@ int simulate_and_report(weft_schedule_t s, const std::vector<double>& c, const O
 // ---------------------------------------------------------------- subcommands
 
 int cmd_show(int argc, char** argv) {
-  const Args a = parse(argc, argv, {"-p", "-m", "-v", "--costs", "--svg", "--trace", "--csv"}, {"--reduce-grad"});
+  const Args a = parse(argc, argv,
+                       {"-p", "-m", "-v", "--costs", "--svg", "--trace", "--csv", "--plugin", "--cost-model", "--mbs"},
+                       {"--reduce-grad"});
   if (a.positional.size() != 1) throw UsageError{"show takes one METHOD"};
+  if (a.has("--plugin") && !load_plugins(a.get("--plugin"))) return kFailed;
+  const int cost_model = parse_cost_model(a);
+  const int mbs = a.has("--mbs") ? static_cast<int>(parse_int("--mbs", a.get("--mbs"), 1, 1 << 24)) : 1;
   if (!a.has("-p") || !a.has("-m")) throw UsageError{"show needs -p RANKS and -m MICROBATCHES"};
   const weft_schedule_kind_t kind = method_kind(a.positional[0]);
   weft_schedule_config_t cfg = WEFT_SCHEDULE_CONFIG_INIT;
@@ -401,12 +483,14 @@ int cmd_show(int argc, char** argv) {
     std::printf("wrote %s\n", a.get("--csv").c_str());
   }
   return simulate_and_report(s.h, costs,
-                             {a.has("--svg") ? a.get("--svg") : "", a.has("--trace") ? a.get("--trace") : ""});
+                             {a.has("--svg") ? a.get("--svg") : "", a.has("--trace") ? a.get("--trace") : ""},
+                             cost_model, mbs);
 }
 
 int cmd_validate(int argc, char** argv) {
-  const Args a = parse(argc, argv, {}, {});
+  const Args a = parse(argc, argv, {"--plugin"}, {});
   if (a.positional.size() != 1) throw UsageError{"validate takes one FILE"};
+  if (a.has("--plugin") && !load_plugins(a.get("--plugin"))) return kFailed;
   Schedule s;
   if (!load(a.positional[0], &s)) return kFailed;
   if (weft_status_t st = weft_schedule_validate(s.h); st != WEFT_OK) {
@@ -418,19 +502,24 @@ int cmd_validate(int argc, char** argv) {
 }
 
 int cmd_simulate(int argc, char** argv) {
-  const Args a = parse(argc, argv, {"--costs", "--svg", "--trace"}, {});
+  const Args a = parse(argc, argv, {"--costs", "--svg", "--trace", "--plugin", "--cost-model", "--mbs"}, {});
   if (a.positional.size() != 1) throw UsageError{"simulate takes one FILE"};
+  if (a.has("--plugin") && !load_plugins(a.get("--plugin"))) return kFailed;
+  const int cost_model = parse_cost_model(a);
+  const int mbs = a.has("--mbs") ? static_cast<int>(parse_int("--mbs", a.get("--mbs"), 1, 1 << 24)) : 1;
   const std::vector<double> costs = parse_costs(a);
   Schedule s;
   if (!load(a.positional[0], &s)) return kFailed;
   print_summary(a.positional[0].c_str(), s.h);
   return simulate_and_report(s.h, costs,
-                             {a.has("--svg") ? a.get("--svg") : "", a.has("--trace") ? a.get("--trace") : ""});
+                             {a.has("--svg") ? a.get("--svg") : "", a.has("--trace") ? a.get("--trace") : ""},
+                             cost_model, mbs);
 }
 
 int cmd_convert(int argc, char** argv) {
-  const Args a = parse(argc, argv, {}, {"--compute-only"});
+  const Args a = parse(argc, argv, {"--plugin"}, {"--compute-only"});
   if (a.positional.size() != 2) throw UsageError{"convert takes IN and OUT"};
+  if (a.has("--plugin") && !load_plugins(a.get("--plugin"))) return kFailed;
   const std::string& out = a.positional[1];
   const bool csv_out = ends_with(out, ".csv");
   if (a.flag("--compute-only") && !csv_out) throw UsageError{"--compute-only applies to a CSV output (OUT.csv)"};
@@ -451,17 +540,24 @@ int cmd_convert(int argc, char** argv) {
 int cmd_tune(int argc, char** argv) {
   const Args a = parse(argc, argv,
                        {"-p", "--layers", "--layer-fwd", "--layer-bwd", "--batch", "--overhead", "--act-bytes",
-                        "--mem-cap", "--static-bytes", "--kinds", "--max-v", "--max-m"},
+                        "--mem-cap", "--static-bytes", "--kinds", "--max-v", "--max-m", "--plugin", "--cost-model"},
                        {});
   if (!a.positional.empty()) throw UsageError{cat("tune takes no positional argument ('", a.positional[0], "')")};
-  for (const char* o : {"-p", "--layers", "--layer-fwd", "--layer-bwd", "--batch"}) {
-    if (!a.has(o)) throw UsageError{std::string("tune needs ").append(o)};
-  }
+  if (a.has("--plugin") && !load_plugins(a.get("--plugin"))) return kFailed;
   weft_tune_config_t cfg = WEFT_TUNE_CONFIG_INIT;
+  cfg.cost_model = parse_cost_model(a);
+  // With a cost model the layer times are optional (weft_tune_config_t.cost_model).
+  for (const char* o : {"-p", "--layers", "--layer-fwd", "--layer-bwd", "--batch"}) {
+    if (!a.has(o) && (std::string(o) == "-p" || std::string(o) == "--batch" || !cfg.cost_model)) {
+      throw UsageError{std::string("tune needs ").append(o)};
+    }
+  }
   cfg.ranks = static_cast<int>(parse_int("-p", a.get("-p"), 1, 1 << 20));
-  cfg.layers = static_cast<int>(parse_int("--layers", a.get("--layers"), 1, 1 << 20));
-  const std::vector<double> fwd(static_cast<size_t>(cfg.layers), parse_double("--layer-fwd", a.get("--layer-fwd")));
-  const std::vector<double> bwd(static_cast<size_t>(cfg.layers), parse_double("--layer-bwd", a.get("--layer-bwd")));
+  cfg.layers = a.has("--layers") ? static_cast<int>(parse_int("--layers", a.get("--layers"), 1, 1 << 20)) : 0;
+  const std::vector<double> fwd(static_cast<size_t>(cfg.layers),
+                                a.has("--layer-fwd") ? parse_double("--layer-fwd", a.get("--layer-fwd")) : 0.0);
+  const std::vector<double> bwd(static_cast<size_t>(cfg.layers),
+                                a.has("--layer-bwd") ? parse_double("--layer-bwd", a.get("--layer-bwd")) : 0.0);
   cfg.layer_forward = fwd.data();
   cfg.layer_backward = bwd.data();
   cfg.global_batch = static_cast<int>(parse_int("--batch", a.get("--batch"), 1, 1 << 24));
@@ -489,7 +585,7 @@ int cmd_tune(int argc, char** argv) {
   std::printf("%-12s %6s %3s %8s %14s %8s %12s %5s\n", "kind", "m", "v", "mb_size", "step_time", "bubble%", "peak_MiB",
               "fits");
   for (const weft_tune_candidate_t& c : cands) {
-    std::printf("%-12s %6d %3d %8d %14g %8.2f %12.3f %5s\n", method_text(c.kind), c.microbatches, c.stages_per_rank,
+    std::printf("%-12s %6d %3d %8d %14g %8.2f %12.3f %5s\n", method_text(c.kind).c_str(), c.microbatches, c.stages_per_rank,
                 c.microbatch_size, c.step_time, 100.0 * c.bubble_fraction, c.peak_bytes / (1024.0 * 1024.0),
                 c.fits ? "yes" : "no");
   }
@@ -499,7 +595,8 @@ int cmd_tune(int argc, char** argv) {
     return kFailed;
   }
   const weft_tune_candidate_t& b = cands[static_cast<size_t>(best)];
-  std::printf("best: %s m=%d v=%d micro-batch size %d step time %g bubble %.2f%% peak %.3f MiB\n", method_text(b.kind),
+  std::printf("best: %s m=%d v=%d micro-batch size %d step time %g bubble %.2f%% peak %.3f MiB\n",
+              method_text(b.kind).c_str(),
               b.microbatches, b.stages_per_rank, b.microbatch_size, b.step_time, 100.0 * b.bubble_fraction,
               b.peak_bytes / (1024.0 * 1024.0));
   return 0;

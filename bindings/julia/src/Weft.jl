@@ -46,12 +46,14 @@ export Comm, Config, Request, WeftError,
        Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!,
        Schedule, Action, Timeline, Costs, Pipeline, Boundary, StageCall, run!,
        RouterConfig, route, router_backward, update_bias!, moe_layout, Moe, MoeHandle, dispatch, received,
-       combine!, combine_backward!
+       combine!, combine_backward!,
+       load_plugin, Plugin, PluginEntry, Closure, CustomOp, UserOp, register_op
 
 include("capi.jl")
 include("capi_training.jl")   # weft/training.h: structs and raw wrappers
 include("capi_pipeline.jl")   # weft/pipeline.h: structs and raw wrappers
 include("capi_moe.jl")   # weft/moe.h: structs and raw wrappers
+include("capi_plugin.jl")   # weft/plugin.h: structs and raw wrappers, CustomOp
 
 "Element types the collectives accept."
 const WeftType = Union{Float64,Float32,Float16,Int8,UInt8,Int32,UInt32,Int64,UInt64}
@@ -79,6 +81,9 @@ end
     MAX = 3
     AVG = 4
 end
+
+"What collectives take as `op`: a built-in `Op` or a [`CustomOp`](@ref) (a plugin's or `register_op`'s)."
+const OpLike = Union{Op,CustomOp}
 
 "`weft_dtype_t`."
 @enum Dtype::Cint begin
@@ -218,5 +223,6 @@ include("training.jl")   # gradient bucketer, ZeRO, regions, ring shift (weft/tr
 include("pipeline.jl")   # schedules, timelines, simulation, tuning (weft/pipeline.h)
 include("pipeline_exec.jl")   # the pipeline executor with Julia callbacks (weft/pipeline.h)
 include("moe.jl")   # router, layout, dispatch and combine (weft/moe.h)
+include("plugin.jl")   # plugins, calls by name, closures, Julia reduction operators (weft/plugin.h)
 
 end # module

@@ -15,7 +15,7 @@ const WEFT_DROP_NONE = Cint(0)
 const WEFT_DROP_BY_PROBABILITY = Cint(1)
 const WEFT_DROP_BY_POSITION = Cint(2)
 
-# weft_router_config_t (64 bytes; bias at 32, capacity_factor at 48, z_loss_coeff at 60).
+# weft_router_config_t (72 bytes; bias at 32, capacity_factor at 48, z_loss_coeff at 60, selector at 64).
 struct RouterConfigC
     struct_size::Csize_t
     experts::Cint
@@ -29,6 +29,7 @@ struct RouterConfigC
     capacity_factor::Cdouble
     aux_loss_coeff::Cfloat
     z_loss_coeff::Cfloat
+    selector::Cint
 end
 
 # weft_router_result_t (48 bytes; aux_loss at 40).

@@ -66,7 +66,7 @@ struct RankStatsC
     peak_activation_bytes::Cdouble
 end
 
-# weft_pipeline_costs_t (104 bytes).
+# weft_pipeline_costs_t (112 bytes; cost_model at 104, microbatch_size at 108).
 struct PipelineCostsC
     struct_size::Csize_t
     nstages::Cint
@@ -81,9 +81,11 @@ struct PipelineCostsC
     bandwidth::Cdouble
     overhead::Cdouble
     reduce_grad::Ptr{Cdouble}
+    cost_model::Cint
+    microbatch_size::Cint
 end
 
-# weft_tune_config_t (120 bytes).
+# weft_tune_config_t (128 bytes; cost_model at 120).
 struct TuneConfigC
     struct_size::Csize_t
     ranks::Cint
@@ -102,6 +104,7 @@ struct TuneConfigC
     nkinds::Csize_t
     max_stages_per_rank::Cint
     max_microbatches::Cint
+    cost_model::Cint
 end
 
 # weft_tune_candidate_t (48 bytes): an array element, layout frozen.

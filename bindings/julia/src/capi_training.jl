@@ -20,7 +20,7 @@ const WEFT_REGION_GATHER = Cint(3)
 const WEFT_REGION_SEQ_GATHER = Cint(4)
 const WEFT_REGION_SEQ_REDUCE_SCATTER = Cint(5)
 
-# weft_bucketer_config_t (48 bytes).
+# weft_bucketer_config_t (56 bytes; error_feedback at 48).
 struct BucketerConfigC
     struct_size::Csize_t
     bucket_bytes::Csize_t
@@ -29,6 +29,7 @@ struct BucketerConfigC
     wire::Cint
     reduction::Cint
     names::Ptr{Ptr{UInt8}}
+    error_feedback::Cint
 end
 
 # weft_bucketer_stats_t (40 bytes).
@@ -52,7 +53,7 @@ struct OptimizerConfigC
     weight_decay::Float32
 end
 
-# weft_zero_config_t (112 bytes; the optimizer config inline at offset 16).
+# weft_zero_config_t (120 bytes; the optimizer config inline at offset 16, error_feedback at 112).
 struct ZeroConfigC
     struct_size::Csize_t
     stage::Cint
@@ -69,6 +70,7 @@ struct ZeroConfigC
     growth::Float32
     backoff::Float32
     growth_interval::Cint
+    error_feedback::Cint
 end
 
 # weft_zero_step_info_t (40 bytes).

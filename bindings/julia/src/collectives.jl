@@ -53,14 +53,14 @@ end
 
 Every rank gets the reduction of all ranks' `send` in `recv` (same length).
 """
-function allreduce!(c::Comm, send::DenseArray{T}, recv::DenseArray{T}, op::Op=SUM; async::Bool=false) where {T<:WeftType}
+function allreduce!(c::Comm, send::DenseArray{T}, recv::DenseArray{T}, op::OpLike=SUM; async::Bool=false) where {T<:WeftType}
     length(send) == length(recv) || _invalid("allreduce!: send has $(length(send)) elements, recv $(length(recv)); they must match")
     return _launch(c, async, recv, (send, recv)) do req
         GC.@preserve send recv weft_allreduce(_p(send), _p(recv), length(send), _dt(T), Cint(op), c.handle, C_NULL, req)
     end
 end
 
-function allreduce!(c::Comm, buf::DenseArray{T}, op::Op=SUM; async::Bool=false) where {T<:WeftType}
+function allreduce!(c::Comm, buf::DenseArray{T}, op::OpLike=SUM; async::Bool=false) where {T<:WeftType}
     return _launch(c, async, buf, (buf,)) do req
         GC.@preserve buf weft_allreduce(_p(buf), _p(buf), length(buf), _dt(T), Cint(op), c.handle, C_NULL, req)
     end
@@ -82,7 +82,7 @@ end
     reduce!(comm, send, recv, op, root; async=false)   # recv used at root only (may be nothing)
     reduce!(comm, buf, op, root; async=false)          # in place (buf only read off the root)
 """
-function reduce!(c::Comm, send::DenseArray{T}, recv::Union{DenseArray{T},Nothing}, op::Op, root::Integer;
+function reduce!(c::Comm, send::DenseArray{T}, recv::Union{DenseArray{T},Nothing}, op::OpLike, root::Integer;
                  async::Bool=false) where {T<:WeftType}
     r = _root(c, root)
     if c.rank == root
@@ -96,7 +96,7 @@ function reduce!(c::Comm, send::DenseArray{T}, recv::Union{DenseArray{T},Nothing
     end
 end
 
-function reduce!(c::Comm, buf::DenseArray{T}, op::Op, root::Integer; async::Bool=false) where {T<:WeftType}
+function reduce!(c::Comm, buf::DenseArray{T}, op::OpLike, root::Integer; async::Bool=false) where {T<:WeftType}
     r = _root(c, root)
     return _launch(c, async, buf, (buf,)) do req
         GC.@preserve buf weft_reduce(_p(buf), _p(buf), length(buf), _dt(T), Cint(op), r, c.handle, C_NULL, req)
@@ -150,7 +150,7 @@ end
     reduce_scatter!(comm, send, recv, op=Weft.SUM; async=false)  # send: nranks blocks of length(recv)
     reduce_scatter!(comm, buf, op=Weft.SUM; async=false)         # in place: result in this rank's block
 """
-function reduce_scatter!(c::Comm, send::DenseArray{T}, recv::DenseArray{T}, op::Op=SUM; async::Bool=false) where {T<:WeftType}
+function reduce_scatter!(c::Comm, send::DenseArray{T}, recv::DenseArray{T}, op::OpLike=SUM; async::Bool=false) where {T<:WeftType}
     length(send) == length(recv) * c.nranks ||
         _invalid("reduce_scatter!: send has $(length(send)) elements; expected $(c.nranks) x $(length(recv))")
     return _launch(c, async, recv, (send, recv)) do req
@@ -158,7 +158,7 @@ function reduce_scatter!(c::Comm, send::DenseArray{T}, recv::DenseArray{T}, op::
     end
 end
 
-function reduce_scatter!(c::Comm, buf::DenseArray{T}, op::Op=SUM; async::Bool=false) where {T<:WeftType}
+function reduce_scatter!(c::Comm, buf::DenseArray{T}, op::OpLike=SUM; async::Bool=false) where {T<:WeftType}
     n = _blocks(c, length(buf), "reduce_scatter! (in place): buf")
     return _launch(c, async, buf, (buf,)) do req
         GC.@preserve buf weft_reduce_scatter(_p(buf), _p(buf, c.rank * n, n), n, _dt(T), Cint(op), c.handle, C_NULL, req)

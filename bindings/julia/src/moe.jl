@@ -26,11 +26,13 @@ end
 
 """
     RouterConfig(; experts, topk=1, score=:softmax, normalize=false, groups=0, topk_groups=0,
-                 bias=nothing, drop=:none, capacity_factor=1.0, aux_loss_coeff=0, z_loss_coeff=0)
+                 bias=nothing, drop=:none, capacity_factor=1.0, aux_loss_coeff=0, z_loss_coeff=0, selector=0)
 
 Router options (`weft_router_config_t`; moe.h gives the rules). `score` is `:softmax`,
 `:topk_softmax` or `:sigmoid`; `drop` is `:none`, `:by_probability` or `:by_position`; `bias`
-is `nothing` or `experts` Float32 values added to the scores for selection only.
+is `nothing` or `experts` Float32 values added to the scores for selection only. `selector` is 0
+(the built-in top-k) or a ROUTER plugin's id (`Weft.extension_id(entry)` of a loaded plugin's
+entry, weft/plugin.h).
 """
 Base.@kwdef struct RouterConfig
     experts::Int
@@ -44,6 +46,7 @@ Base.@kwdef struct RouterConfig
     capacity_factor::Float64 = 1.0
     aux_loss_coeff::Float32 = 0.0f0
     z_loss_coeff::Float32 = 0.0f0
+    selector::Int = 0
 end
 
 # The C struct; call inside GC.@preserve cfg.bias (the struct points into it).
@@ -54,7 +57,7 @@ function _router_c(cfg::RouterConfig)
                          _choice(cfg.score, _SCORES, "score"), Cint(cfg.normalize), Cint(cfg.groups),
                          Cint(cfg.topk_groups), cfg.bias === nothing ? Ptr{Float32}(C_NULL) : pointer(cfg.bias),
                          _choice(cfg.drop, _DROPS, "drop"), Cdouble(cfg.capacity_factor),
-                         Cfloat(cfg.aux_loss_coeff), Cfloat(cfg.z_loss_coeff))
+                         Cfloat(cfg.aux_loss_coeff), Cfloat(cfg.z_loss_coeff), Cint(cfg.selector))
 end
 
 # A host tensor of C shape (rows, cols) over the contiguous array A; call inside

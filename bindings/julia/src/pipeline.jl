@@ -70,6 +70,7 @@ end
 
 """
     Schedule(kind::ScheduleKind; ranks, microbatches, stages_per_rank=0, reduce_grad=false)
+    Schedule(entry::PluginEntry; ...)      # a SCHEDULE plugin's kind (or its id >= 64)
     Schedule(lists::AbstractVector)        # one Vector{Action} per rank
 
 A pipeline schedule (`weft_schedule_t`): plain data, per rank an ordered list of actions.
@@ -98,13 +99,17 @@ end
 
 _cint(x::Integer, what) = typemin(Cint) <= x <= typemax(Cint) ? Cint(x) : _invalid("$what = $x does not fit a C int")
 
-function Schedule(kind::ScheduleKind; ranks::Integer, microbatches::Integer, stages_per_rank::Integer=0,
-                  reduce_grad::Bool=false)
+# A SCHEDULE plugin's kind by its id (>= WEFT_PLUGIN_ID_BASE); plugin.jl adds the entry form.
+Schedule(kind::Integer; kwargs...) = _generate(Cint(extension_id(kind)); kwargs...)
+Schedule(kind::ScheduleKind; kwargs...) = _generate(Cint(kind); kwargs...)
+
+function _generate(kind::Cint; ranks::Integer, microbatches::Integer, stages_per_rank::Integer=0,
+                   reduce_grad::Bool=false)
     _drain()
     cfg = Ref(ScheduleConfigC(Csize_t(sizeof(ScheduleConfigC)), _cint(ranks, "ranks"), _cint(microbatches, "microbatches"),
                               _cint(stages_per_rank, "stages_per_rank"), Cint(reduce_grad)))
     out = Ref{Ptr{Cvoid}}(C_NULL)
-    _check(weft_schedule_generate(Cint(kind), cfg, out))
+    _check(weft_schedule_generate(kind, cfg, out))
     return _schedule(out[])
 end
 
@@ -313,10 +318,12 @@ end
 """
     Costs(forward; backward=nothing, backward_input=nothing, backward_weight=nothing,
           activation_bytes=nothing, weight_grad_bytes=nothing, boundary_bytes=nothing,
-          latency=0.0, bandwidth=0.0, overhead=0.0, reduce_grad=nothing)
+          latency=0.0, bandwidth=0.0, overhead=0.0, reduce_grad=nothing, cost_model=0, microbatch_size=1)
 
 Costs for the simulator (`weft_pipeline_costs_t`): one entry per stage in each vector (the number
-of stages is `length(forward)`); `nothing` takes pipeline.h's default.
+of stages is `length(forward)`); `nothing` takes pipeline.h's default. `cost_model`: 0, or a
+COST_MODEL plugin's entry (or its id) whose per-action times replace the vectors (`forward` still
+gives the number of stages), called with `microbatch_size`.
 """
 struct Costs
     forward::Vector{Float64}
@@ -330,15 +337,18 @@ struct Costs
     bandwidth::Float64
     overhead::Float64
     reduce_grad::Union{Nothing,Vector{Float64}}
+    cost_model::Int   # 0 = the arrays; a COST_MODEL plugin's id = its per-action times (weft/plugin.h)
+    microbatch_size::Int   # passed to the cost model
 end
 
 _f64s(v) = v === nothing ? nothing : Float64[x for x in v]
 
 Costs(forward; backward=nothing, backward_input=nothing, backward_weight=nothing, activation_bytes=nothing,
-      weight_grad_bytes=nothing, boundary_bytes=nothing, latency=0.0, bandwidth=0.0, overhead=0.0, reduce_grad=nothing) =
+      weight_grad_bytes=nothing, boundary_bytes=nothing, latency=0.0, bandwidth=0.0, overhead=0.0, reduce_grad=nothing,
+      cost_model=0, microbatch_size=1) =
     Costs(_f64s(forward), _f64s(backward), _f64s(backward_input), _f64s(backward_weight), _f64s(activation_bytes),
           _f64s(weight_grad_bytes), _f64s(boundary_bytes), Float64(latency), Float64(bandwidth), Float64(overhead),
-          _f64s(reduce_grad))
+          _f64s(reduce_grad), Int(extension_id(cost_model)), Int(microbatch_size))
 
 "    Weft.uniform_costs(stages, f, b) -> Costs: every stage with forward time f, backward time b."
 uniform_costs(stages::Integer, f::Real, b::Real) = Costs(fill(Float64(f), stages); backward=fill(Float64(b), stages))
@@ -360,7 +370,8 @@ function simulate(s::Schedule, c::Costs)
                                 _cost_ptr(c, :backward), _cost_ptr(c, :backward_input), _cost_ptr(c, :backward_weight),
                                 _cost_ptr(c, :activation_bytes), _cost_ptr(c, :weight_grad_bytes),
                                 _cost_ptr(c, :boundary_bytes), c.latency, c.bandwidth, c.overhead,
-                                _cost_ptr(c, :reduce_grad)))
+                                _cost_ptr(c, :reduce_grad), _cint(c.cost_model, "cost_model"),
+                                _cint(c.microbatch_size, "microbatch_size")))
         _check(weft_schedule_simulate(s.handle, cc, out))
     end
     return _timeline(out[])
@@ -384,7 +395,7 @@ end
     Weft.tune(; ranks, layer_forward, layer_backward, global_batch, microbatch_overhead=0.0,
               activation_bytes_per_sample=0.0, boundary_bytes_per_sample=0.0, latency=0.0,
               bandwidth=0.0, memory_cap=0.0, static_bytes=0.0, kinds=nothing,
-              max_stages_per_rank=0, max_microbatches=0) -> (candidates, best)
+              max_stages_per_rank=0, max_microbatches=0, cost_model=0) -> (candidates, best)
 
 `weft_schedule_tune`: every allowed (kind, m, v) simulated, sorted by step time (those that fit
 first); `best` is the 1-based index of the fastest that fits, or `nothing`. pipeline.h states
@@ -393,7 +404,7 @@ the model.
 function tune(; ranks::Integer, layer_forward, layer_backward, global_batch::Integer, microbatch_overhead::Real=0.0,
               activation_bytes_per_sample::Real=0.0, boundary_bytes_per_sample::Real=0.0, latency::Real=0.0,
               bandwidth::Real=0.0, memory_cap::Real=0.0, static_bytes::Real=0.0, kinds=nothing,
-              max_stages_per_rank::Integer=0, max_microbatches::Integer=0)
+              max_stages_per_rank::Integer=0, max_microbatches::Integer=0, cost_model=0)
     _drain()
     lf, lb = _f64s(layer_forward), _f64s(layer_backward)
     length(lb) == length(lf) || _invalid("tune: $(length(lb)) layer_backward entries for $(length(lf)) layers")
@@ -409,7 +420,7 @@ function tune(; ranks::Integer, layer_forward, layer_backward, global_batch::Int
                               Float64(memory_cap), Float64(static_bytes),
                               isempty(ks) ? Ptr{Cint}(C_NULL) : pointer(ks), Csize_t(length(ks)),
                               _cint(max_stages_per_rank, "max_stages_per_rank"),
-                              _cint(max_microbatches, "max_microbatches")))
+                              _cint(max_microbatches, "max_microbatches"), Cint(extension_id(cost_model))))
         _check(weft_schedule_tune(cfg, Ptr{TuneCandidateC}(C_NULL), Csize_t(0), count, best))
         raw = Vector{TuneCandidateC}(undef, Int(count[]))
         if !isempty(raw)

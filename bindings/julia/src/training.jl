@@ -24,6 +24,12 @@
 
 const _WIRES = (:native, :bf16, :fp8_e4m3)
 
+# A CODEC plugin's wire format: its extension id (>= WEFT_PLUGIN_ID_BASE).
+function _wire(w::Integer)
+    w >= WEFT_PLUGIN_ID_BASE || _invalid("wire = $w; expected a symbol or a codec plugin's id (>= $WEFT_PLUGIN_ID_BASE)")
+    return Cint(w)
+end
+
 function _wire(w::Symbol)
     i = findfirst(==(w), _WIRES)
     i === nothing && _invalid("wire = :$w; expected :native, :bf16 or :fp8_e4m3")
@@ -110,7 +116,8 @@ function _finalize_bucketer(b::Bucketer)
 end
 
 function Bucketer(c::Comm, grads::AbstractVector; bucket_bytes::Integer=0, bucket_of=nothing, op::Op=AVG,
-                  wire::Symbol=:native, reduction::Symbol=:allreduce, names=nothing)
+                  wire::Union{Symbol,Integer}=:native, reduction::Symbol=:allreduce, names=nothing,
+                  error_feedback::Bool=false)
     _drain()
     _check_open(c)
     arrs = Any[g for g in grads]
@@ -134,7 +141,8 @@ function Bucketer(c::Comm, grads::AbstractVector; bucket_bytes::Integer=0, bucke
         GC.@preserve views namep begin
             cfg = Ref(BucketerConfigC(Csize_t(sizeof(BucketerConfigC)), Csize_t(bucket_bytes),
                                       isempty(bo) ? Ptr{Csize_t}(C_NULL) : pointer(bo), Cint(op), _wire(wire), red,
-                                      strs === nothing ? Ptr{Ptr{UInt8}}(C_NULL) : pointer(namep)))
+                                      strs === nothing ? Ptr{Ptr{UInt8}}(C_NULL) : pointer(namep),
+                                      Cint(error_feedback)))
             _check(weft_bucketer_create(c.handle, isempty(views) ? Ptr{TensorC}(C_NULL) : pointer(views),
                                         Csize_t(n), cfg, out))
         end

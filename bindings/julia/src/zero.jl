@@ -72,8 +72,9 @@ end
 
 function Zero(m::Mesh, dp_dim, params::AbstractVector; stage::Integer=2, param_dtype=Float32,
               optimizer::OptimizerConfig=OptimizerConfig(), groups=nothing, group_bytes::Integer=0, names=nothing,
-              grad_op::Op=AVG, wire::Symbol=:native, max_grad_norm::Real=0, loss_scale::Real=1,
-              dynamic_loss_scale::Bool=false, growth::Real=2, backoff::Real=0.5, growth_interval::Integer=2000)
+              grad_op::Op=AVG, wire::Union{Symbol,Integer}=:native, max_grad_norm::Real=0, loss_scale::Real=1,
+              dynamic_loss_scale::Bool=false, growth::Real=2, backoff::Real=0.5, growth_interval::Integer=2000,
+              error_feedback::Bool=false)
     _drain()
     _check_open(m)
     pd = _param_dtype(param_dtype)
@@ -99,7 +100,7 @@ function Zero(m::Mesh, dp_dim, params::AbstractVector; stage::Integer=2, param_d
                                   isempty(grp) ? Ptr{Cint}(C_NULL) : pointer(grp), Csize_t(group_bytes),
                                   strs === nothing ? Ptr{Ptr{UInt8}}(C_NULL) : pointer(namep), Cint(grad_op),
                                   _wire(wire), Float32(max_grad_norm), Float32(loss_scale), Cint(dynamic_loss_scale),
-                                  Float32(growth), Float32(backoff), Cint(growth_interval)))
+                                  Float32(growth), Float32(backoff), Cint(growth_interval), Cint(error_feedback)))
             _check(weft_zero_create(m.handle, dim, isempty(views) ? Ptr{TensorC}(C_NULL) : pointer(views),
                                     Csize_t(n), cfg, out))
         end

@@ -17,6 +17,7 @@ include("mesh_tests.jl")   # mesh_single_rank_tests(), mesh_multirank_tests(comm
 include("training_tests.jl")   # training_single_rank_tests(), training_multirank_tests(comm)
 include("pipeline_tests.jl")   # pipeline_single_rank_tests(), pipeline_multirank_tests(comm)
 include("moe_tests.jl")   # moe_single_rank_tests(), moe_multirank_tests(comm)
+include("plugin_tests.jl")   # plugin_single_rank_tests(), plugin_multirank_tests(comm)
 
 function solo()
     id = Weft.unique_id()
@@ -377,6 +378,9 @@ function multirank_tests()
     @testset "MoE: dispatch and combine" begin
         moe_multirank_tests(c)
     end
+    @testset "plugins: Julia and plugin operators" begin
+        plugin_multirank_tests(c)
+    end
     barrier(c)
     close(c)
 end
@@ -406,6 +410,7 @@ else
         training_single_rank_tests()
         pipeline_single_rank_tests()
         moe_single_rank_tests()
+        plugin_single_rank_tests()
     end
     spawn_multirank()
 end

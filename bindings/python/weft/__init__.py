@@ -40,6 +40,12 @@ Expert parallelism (weft/moe.h):
         out = moe.combine(h, expert_math(h.tokens))             # weft.torch_moe: autograd
                                                                 # Functions and a MoELayer
 
+Plugins (weft/plugin.h):
+
+    p = weft.load_plugin(path); p.call("entry", 1, 2.0)          # by the manifest's signature
+    comm.allreduce(x, op=p.entry("absmax"))                     # a plugin's reduction operator
+    op = weft.register_op(lambda d, a, b: np.maximum(a, b, out=d), dtypes=["float32"])
+
 ``import weft.torch`` registers the torch.distributed backend "weft"; weft.torch_parallel has the
 torch.autograd.Functions of the regions and ring attention.
 """
@@ -63,6 +69,8 @@ from ._pipeline import (GENERATORS, Action, ActionKind, Candidate, Pipeline, Ran
 from ._moe import (DROPPED, Drop, Moe, MoeHandle, RouteResult, RouterConfig, RouterScore, layout, route,
                    router_backward, update_bias)
 from ._moe import Layout as MoeLayout
+from ._plugin import Closure, Plugin, PluginEntry, PluginKind, ValueType, as_value_type, load_plugin
+from ._user_ops import UserOp, destroy_op, register_op
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -82,6 +90,8 @@ __all__ = [
     "ScheduleKind", "Timeline", "TuneResult", "as_schedule_kind", "tune",
     "DROPPED", "Drop", "Moe", "MoeHandle", "MoeLayout", "RouteResult", "RouterConfig", "RouterScore", "layout", "route",
     "router_backward", "update_bias",
+    "Closure", "Plugin", "PluginEntry", "PluginKind", "UserOp", "ValueType", "as_value_type", "destroy_op",
+    "load_plugin", "register_op",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",

@@ -11,6 +11,8 @@ from ._handle import Handle
 from . import _errors, _lib
 from ._buffers import Buffer, DType, as_buffer
 from ._errors import InvalidArgument, Status, Unsupported
+from ._plugin_ids import extension_id, names_extension
+from ._user_ops import with_op_error as _with_op_error
 
 
 class Op(enum.IntEnum):
@@ -30,8 +32,11 @@ _OP_NAMES = {"sum": Op.SUM, "prod": Op.PROD, "product": Op.PROD, "min": Op.MIN, 
 
 
 def as_op(op):
+    """Op from an Op, its value or name; a register_op / plugin REDUCE_OP entry / id >= 64 as its int."""
     if isinstance(op, Op):
         return op
+    if names_extension(op):
+        return extension_id(op, "op")
     if isinstance(op, str) and op.lower() in _OP_NAMES:
         return _OP_NAMES[op.lower()]
     if isinstance(op, int) and not isinstance(op, bool):
@@ -39,7 +44,8 @@ def as_op(op):
             return Op(op)
         except ValueError:
             pass
-    raise InvalidArgument("op=%r: expected a weft.Op or one of %s" % (op, ", ".join(sorted(_OP_NAMES))))
+    raise InvalidArgument("op=%r: expected a weft.Op, one of %s, or a weft.register_op / plugin operator"
+                          % (op, ", ".join(sorted(_OP_NAMES))))
 
 
 class _InPlace:
@@ -443,7 +449,7 @@ class Comm(Handle):
     def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, dtype=None, async_op=False):
         """Reduces sendbuf across ranks into recvbuf (recvbuf=None: in place in sendbuf).
         Returns the buffer holding the result (a Request with async_op=True)."""
-        op = as_op(op)
+        user_op, op = op, as_op(op)
         keep = []
         try:
             inplace = recvbuf is None or recvbuf is sendbuf
@@ -461,8 +467,9 @@ class Comm(Handle):
         except BaseException:
             _release(keep)
             raise
-        return self._issue("allreduce", _lib.lib().weft_allreduce,
-                           (send.ptr, recv.ptr, send.count, dt, int(op)), keep, result, async_op)
+        return _with_op_error(user_op, lambda: self._issue(
+            "allreduce", _lib.lib().weft_allreduce, (send.ptr, recv.ptr, send.count, dt, int(op)),
+            keep, result, async_op))
 
     def broadcast(self, buf, root=0, dtype=None, async_op=False):
         """Root's buf is sent; every other rank receives into its buf."""
@@ -474,7 +481,7 @@ class Comm(Handle):
     def reduce(self, sendbuf, recvbuf=None, op=Op.SUM, root=0, dtype=None, async_op=False):
         """Reduces sendbuf to root's recvbuf (root with recvbuf=None: in place in sendbuf).
         recvbuf is ignored elsewhere. Returns the result buffer at root, None elsewhere."""
-        op = as_op(op)
+        user_op, op = op, as_op(op)
         keep = []
         is_root = self._rank == root
         try:
@@ -494,8 +501,9 @@ class Comm(Handle):
         except BaseException:
             _release(keep)
             raise
-        return self._issue("reduce", _lib.lib().weft_reduce,
-                           (send.ptr, recv_ptr, send.count, dt, int(op), int(root)), keep, result, async_op)
+        return _with_op_error(user_op, lambda: self._issue(
+            "reduce", _lib.lib().weft_reduce, (send.ptr, recv_ptr, send.count, dt, int(op), int(root)),
+            keep, result, async_op))
 
     def allgather(self, sendbuf, recvbuf, dtype=None, async_op=False):
         """recvbuf gets every rank's sendbuf, rank i's at block i (size * count elements).
@@ -556,7 +564,7 @@ class Comm(Handle):
     def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, dtype=None, async_op=False):
         """sendbuf holds size equal blocks; rank i receives the reduction of block i.
         recvbuf=None: in place (the result lands in block `rank` of sendbuf)."""
-        op = as_op(op)
+        user_op, op = op, as_op(op)
         keep = []
         try:
             inplace = recvbuf is None or recvbuf is IN_PLACE
@@ -578,8 +586,9 @@ class Comm(Handle):
         except BaseException:
             _release(keep)
             raise
-        return self._issue("reduce_scatter", _lib.lib().weft_reduce_scatter,
-                           (send.ptr, recv_ptr, count, dt, int(op)), keep, result, async_op)
+        return _with_op_error(user_op, lambda: self._issue(
+            "reduce_scatter", _lib.lib().weft_reduce_scatter, (send.ptr, recv_ptr, count, dt, int(op)),
+            keep, result, async_op))
 
     def alltoall(self, sendbuf, recvbuf=None, dtype=None, async_op=False):
         """Block j of sendbuf goes to rank j; block i of recvbuf comes from rank i.

@@ -125,6 +125,7 @@ class weft_bucketer_config_t(ctypes.Structure):  # noqa: N801
         ("wire", ctypes.c_int),
         ("reduction", ctypes.c_int),
         ("names", ctypes.POINTER(ctypes.c_char_p)),
+        ("error_feedback", ctypes.c_int),
     ]
 
 
@@ -168,6 +169,7 @@ class weft_zero_config_t(ctypes.Structure):  # noqa: N801
         ("growth", ctypes.c_float),
         ("backoff", ctypes.c_float),
         ("growth_interval", ctypes.c_int),
+        ("error_feedback", ctypes.c_int),
     ]
 
 
@@ -227,7 +229,7 @@ class weft_pipeline_costs_t(ctypes.Structure):  # noqa: N801
                 ("backward", _dbl_p), ("backward_input", _dbl_p), ("backward_weight", _dbl_p),
                 ("activation_bytes", _dbl_p), ("weight_grad_bytes", _dbl_p), ("boundary_bytes", _dbl_p),
                 ("latency", ctypes.c_double), ("bandwidth", ctypes.c_double), ("overhead", ctypes.c_double),
-                ("reduce_grad", _dbl_p)]
+                ("reduce_grad", _dbl_p), ("cost_model", ctypes.c_int), ("microbatch_size", ctypes.c_int)]
 
 
 class weft_tune_config_t(ctypes.Structure):  # noqa: N801
@@ -237,7 +239,8 @@ class weft_tune_config_t(ctypes.Structure):  # noqa: N801
                 ("boundary_bytes_per_sample", ctypes.c_double), ("latency", ctypes.c_double),
                 ("bandwidth", ctypes.c_double), ("memory_cap", ctypes.c_double), ("static_bytes", ctypes.c_double),
                 ("kinds", ctypes.POINTER(ctypes.c_int)), ("nkinds", ctypes.c_size_t),
-                ("max_stages_per_rank", ctypes.c_int), ("max_microbatches", ctypes.c_int)]
+                ("max_stages_per_rank", ctypes.c_int), ("max_microbatches", ctypes.c_int),
+                ("cost_model", ctypes.c_int)]
 
 
 class weft_tune_candidate_t(ctypes.Structure):  # noqa: N801
@@ -270,7 +273,7 @@ class weft_router_config_t(ctypes.Structure):  # noqa: N801
                 ("score", ctypes.c_int), ("normalize", ctypes.c_int), ("groups", ctypes.c_int),
                 ("topk_groups", ctypes.c_int), ("bias", ctypes.c_void_p), ("drop", ctypes.c_int),
                 ("capacity_factor", ctypes.c_double), ("aux_loss_coeff", ctypes.c_float),
-                ("z_loss_coeff", ctypes.c_float)]
+                ("z_loss_coeff", ctypes.c_float), ("selector", ctypes.c_int)]
 
 
 class weft_router_result_t(ctypes.Structure):  # noqa: N801
@@ -292,6 +295,45 @@ class weft_moe_received_t(ctypes.Structure):  # noqa: N801
                 ("row_expert", ctypes.POINTER(ctypes.c_int32)), ("row_weight", ctypes.POINTER(ctypes.c_float)),
                 ("row_source_rank", ctypes.POINTER(ctypes.c_int32)),
                 ("row_source_token", ctypes.POINTER(ctypes.c_int64))]
+
+
+
+# ------------------------------------------------------------------ plugin.h
+
+PLUGIN_ID_BASE = 64  # WEFT_PLUGIN_ID_BASE: the first id of every kind of extension
+
+
+class weft_plugin_info_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("version", ctypes.c_char_p),
+                ("path", ctypes.c_char_p), ("abi_major", ctypes.c_int), ("abi_minor", ctypes.c_int),
+                ("nentries", ctypes.c_size_t)]
+
+
+class weft_plugin_entry_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("kind", ctypes.c_int),
+                ("symbol", ctypes.c_char_p), ("doc", ctypes.c_char_p), ("ret", ctypes.c_int),
+                ("args", ctypes.POINTER(ctypes.c_int)), ("nargs", ctypes.c_size_t),
+                ("dtypes", ctypes.POINTER(ctypes.c_int)), ("ndtypes", ctypes.c_size_t), ("id", ctypes.c_int)]
+
+
+class weft_value_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("type", ctypes.c_int), ("i", ctypes.c_int64), ("f", ctypes.c_double), ("p", ctypes.c_void_p)]
+
+
+# CLOSURE_FN is weft_closure_fn: weft_status_t (*)(const weft_value_t *args, size_t nargs,
+# weft_value_t *result, void *user_data)
+CLOSURE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(weft_value_t), ctypes.c_size_t,
+                              ctypes.POINTER(weft_value_t), ctypes.c_void_p)
+# REDUCE_FN is weft_reduce_fn: weft_status_t (*)(void *dst, const void *a, const void *b, size_t count,
+# weft_dtype_t dtype, void *user_data)
+REDUCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_int, ctypes.c_void_p)
+
+
+class weft_op_config_t(ctypes.Structure):  # noqa: N801
+    _fields_ = [("struct_size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("fn", REDUCE_FN),
+                ("user_data", ctypes.c_void_p), ("dtypes", ctypes.POINTER(ctypes.c_int)),
+                ("ndtypes", ctypes.c_size_t)]
 
 
 
@@ -494,6 +536,25 @@ PROTOTYPES = {
     "weft_moe_combine": (_status, [_handle, _handle, _tensor_p, _int, _tensor_p, _vp]),
     # moe, handle, grad_out, grad_expert_out, grad_weights, stream
     "weft_moe_combine_backward": (_status, [_handle, _handle, _tensor_p, _tensor_p, _vp, _vp]),
+    # ---- plugin.h (see PLUGIN_FUNCTIONS)
+    # path, plugin
+    "weft_plugin_load": (_status, [_str, _handle_p]),
+    "weft_plugin_destroy": (_status, [_handle]),
+    "weft_plugin_info": (_status, [_handle, ctypes.POINTER(weft_plugin_info_t)]),
+    # plugin, index, entry
+    "weft_plugin_entry": (_status, [_handle, _sz, ctypes.POINTER(weft_plugin_entry_t)]),
+    # plugin, name, entry
+    "weft_plugin_lookup": (_status, [_handle, _str, ctypes.POINTER(weft_plugin_entry_t)]),
+    # plugin, entry, args, nargs, result
+    "weft_plugin_call": (_status, [_handle, _str, ctypes.POINTER(weft_value_t), _sz, ctypes.POINTER(weft_value_t)]),
+    # ret, args, nargs, handler, user_data, closure, function
+    "weft_closure_create": (_status, [_int, _int_p, _sz, CLOSURE_FN, _vp, _handle_p, _handle_p]),
+    # closure, failures, message
+    "weft_closure_error": (_status, [_handle, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_str)]),
+    "weft_closure_destroy": (_status, [_handle]),
+    # config, op
+    "weft_op_create": (_status, [ctypes.POINTER(weft_op_config_t), _int_p]),
+    "weft_op_destroy": (_status, [_op]),
 }
 
 # The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
@@ -510,8 +571,10 @@ PIPELINE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_sche
                                                                        "weft_pipeline_")))
 # The moe.h family (router, layout, dispatch and combine): optional in the same way.
 MOE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_router_", "weft_moe_")))
+# The plugin.h family (plugins, closures, reduction operators): optional in the same way.
+PLUGIN_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_plugin_", "weft_closure_", "weft_op_")))
 # Functions a library may lack and still load (calling one then raises weft.Unsupported).
-OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS | MOE_FUNCTIONS
+OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS | MOE_FUNCTIONS | PLUGIN_FUNCTIONS
 
 
 def _candidates():

@@ -30,7 +30,7 @@ class Placement:
         if p.kind == _SHARD:
             return Shard(p.dim)
         if p.kind == _PARTIAL and p.op in Op._value2member_map_:
-            return Partial(Op(p.op))
+            return Partial(as_op(p.op))
         if p.kind == _REPLICATE:
             return Replicate()
         return _Unknown(p.kind, p.dim, p.op)
@@ -107,7 +107,7 @@ class Partial(Placement):
         return hash(("P", int(self.op)))
 
     def __repr__(self):
-        return "Partial(%r)" % self.op.name.lower()
+        return "Partial(%r)" % (self.op.name.lower() if isinstance(self.op, Op) else int(self.op))
 
 
 class _Unknown(Placement):

@@ -25,6 +25,7 @@ from ._buffers import DType, as_dtype
 from ._comm import Comm
 from ._errors import InvalidArgument
 from ._handle import Handle
+from ._plugin_ids import extension_id
 from ._training import _memory_view
 
 DROPPED = -1  # WEFT_MOE_DROPPED
@@ -153,7 +154,7 @@ class RouterConfig:
     bias (float32 [E] or None), capacity dropping and the loss coefficients (see weft/moe.h)."""
 
     def __init__(self, experts, topk=1, score="softmax", normalize=False, groups=0, topk_groups=0, bias=None,
-                 drop="none", capacity_factor=1.0, aux_loss_coeff=0.0, z_loss_coeff=0.0):
+                 drop="none", capacity_factor=1.0, aux_loss_coeff=0.0, z_loss_coeff=0.0, selector=0):
         self.experts, self.topk = int(experts), int(topk)
         self.score = _enum(RouterScore, score, "score")
         self.normalize, self.groups, self.topk_groups = bool(normalize), int(groups), int(topk_groups)
@@ -161,19 +162,21 @@ class RouterConfig:
         self.drop = _enum(Drop, drop, "drop")
         self.capacity_factor = float(capacity_factor)
         self.aux_loss_coeff, self.z_loss_coeff = float(aux_loss_coeff), float(z_loss_coeff)
+        # 0 = the built-in top-k; a ROUTER plugin entry (weft.load_plugin(...).entry(name)) or its id
+        self.selector = extension_id(selector, "selector")
 
     def _c(self):
         return _lib.weft_router_config_t(ctypes.sizeof(_lib.weft_router_config_t), self.experts, self.topk,
                                          int(self.score), int(self.normalize), self.groups, self.topk_groups,
                                          _ptr(self.bias), int(self.drop), self.capacity_factor,
-                                         self.aux_loss_coeff, self.z_loss_coeff)
+                                         self.aux_loss_coeff, self.z_loss_coeff, self.selector)
 
     def __repr__(self):
         return ("RouterConfig(experts=%d, topk=%d, score=%s, normalize=%s, groups=%d, topk_groups=%d, bias=%s, "
-                "drop=%s, capacity_factor=%g, aux_loss_coeff=%g, z_loss_coeff=%g)"
+                "drop=%s, capacity_factor=%g, aux_loss_coeff=%g, z_loss_coeff=%g, selector=%d)"
                 % (self.experts, self.topk, self.score.name.lower(), self.normalize, self.groups, self.topk_groups,
                    "None" if self.bias is None else "[%d]" % self.bias.size, self.drop.name.lower(),
-                   self.capacity_factor, self.aux_loss_coeff, self.z_loss_coeff))
+                   self.capacity_factor, self.aux_loss_coeff, self.z_loss_coeff, self.selector))
 
 
 def _router_config(experts, topk, config, kwargs):
@@ -200,7 +203,7 @@ def _logits(logits, cfg, what="logits"):
 def route(logits, experts=None, topk=None, config=None, **options):
     """weft_router_forward() on host logits [T, E] (float32 or bfloat16: numpy, or a CPU torch
     tensor). Options as RouterConfig's (score, normalize, groups, topk_groups, bias, drop,
-    capacity_factor, aux_loss_coeff, z_loss_coeff), or config=RouterConfig(...). Returns a
+    capacity_factor, aux_loss_coeff, z_loss_coeff, selector), or config=RouterConfig(...). Returns a
     RouteResult of numpy arrays."""
     cfg = _router_config(experts, topk, config, options)
     arr, dt = _logits(logits, cfg)

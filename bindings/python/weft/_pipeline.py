@@ -21,6 +21,7 @@ from ._buffers import as_dtype
 from ._comm import Comm
 from ._errors import InvalidArgument, Status, WeftError
 from ._handle import Handle
+from ._plugin_ids import extension_id, names_extension
 from ._training import _TYPESTR, _memory_view
 
 
@@ -60,9 +61,12 @@ GENERATORS = tuple(k for k in ScheduleKind if k != ScheduleKind.CUSTOM)
 
 
 def as_schedule_kind(kind):
-    """ScheduleKind from a ScheduleKind, its int value or a name ("1f1b", "zbv", "ZB_H1", ...)."""
+    """ScheduleKind from a ScheduleKind, its int value or a name ("1f1b", "zbv", "ZB_H1", ...); a
+    SCHEDULE plugin's kind (an id >= 64, or its entry of a loaded plugin) as its int."""
     if isinstance(kind, ScheduleKind):
         return kind
+    if names_extension(kind):
+        return extension_id(kind, "schedule kind")
     if isinstance(kind, int) and not isinstance(kind, bool) and kind in ScheduleKind._value2member_map_:
         return ScheduleKind(kind)
     if isinstance(kind, str):
@@ -145,6 +149,11 @@ def _path(path):
     return p
 
 
+def _kind_of(value):
+    """A kind weft reported: a ScheduleKind, or the int of a SCHEDULE plugin's kind (>= 64)."""
+    return ScheduleKind(value) if value in ScheduleKind._value2member_map_ else int(value)
+
+
 def _doubles(values, n, what, required=False):
     """A C double array of n entries from a number (repeated) or a sequence; None stays None."""
     if values is None:
@@ -175,7 +184,7 @@ class Schedule(Handle):
             _lib.fn("weft_schedule_destroy")(self._handle)
             self._handle = None
             raise
-        self._info = ScheduleInfo(ScheduleKind(info.kind), info.ranks, info.stages, info.microbatches,
+        self._info = ScheduleInfo(_kind_of(info.kind), info.ranks, info.stages, info.microbatches,
                                   info.stages_per_rank)
 
     @classmethod
@@ -287,12 +296,15 @@ class Schedule(Handle):
 
     def simulate(self, forward, backward=None, backward_input=None, backward_weight=None, activation_bytes=None,
                  weight_grad_bytes=None, boundary_bytes=None, latency=0.0, bandwidth=0.0, overhead=0.0,
-                 reduce_grad=None):
+                 reduce_grad=None, cost_model=None, microbatch_size=1):
         """weft_schedule_simulate(): a Timeline of this (valid) schedule under the costs. Each
         per-stage cost is a sequence of S values or one number for every stage; None = the
-        default pipeline.h states (backward = I + W; I and W = half of B; bytes 0)."""
+        default pipeline.h states (backward = I + W; I and W = half of B; bytes 0).
+        cost_model: a COST_MODEL plugin entry (or its id) that gives every compute action's time
+        (forward may then be None); microbatch_size is passed to it."""
+        model = extension_id(cost_model, "cost_model")
         n = self.stages
-        arrays = {k: _doubles(v, n, k, required=(k == "forward")) for k, v in (
+        arrays = {k: _doubles(v, n, k, required=(k == "forward" and not model)) for k, v in (
             ("forward", forward), ("backward", backward), ("backward_input", backward_input),
             ("backward_weight", backward_weight), ("activation_bytes", activation_bytes),
             ("weight_grad_bytes", weight_grad_bytes), ("boundary_bytes", boundary_bytes),
@@ -303,7 +315,7 @@ class Schedule(Handle):
                                            ptrs["backward"], ptrs["backward_input"], ptrs["backward_weight"],
                                            ptrs["activation_bytes"], ptrs["weight_grad_bytes"],
                                            ptrs["boundary_bytes"], float(latency), float(bandwidth), float(overhead),
-                                           ptrs["reduce_grad"])
+                                           ptrs["reduce_grad"], model, int(microbatch_size))
         out = ctypes.c_void_p()
         _errors.check(_lib.fn("weft_schedule_simulate")(self._h(), ctypes.byref(costs), ctypes.byref(out)))
         return Timeline(out.value)
@@ -318,7 +330,8 @@ class Schedule(Handle):
         if self.closed:
             return "<weft.Schedule closed>"
         i = self._info
-        return "<weft.Schedule %s: %d ranks, %d stages, %d microbatches>" % (i.kind.name.lower(), i.ranks, i.stages,
+        kind = i.kind.name.lower() if isinstance(i.kind, ScheduleKind) else "plugin kind %d" % i.kind
+        return "<weft.Schedule %s: %d ranks, %d stages, %d microbatches>" % (kind, i.ranks, i.stages,
                                                                              i.microbatches)
 
 
@@ -386,11 +399,13 @@ class Timeline(Handle):
 
 def tune(ranks, layer_forward, layer_backward, global_batch, microbatch_overhead=0.0, activation_bytes_per_sample=0.0,
          boundary_bytes_per_sample=0.0, latency=0.0, bandwidth=0.0, memory_cap=0.0, static_bytes=0.0, kinds=None,
-         max_stages_per_rank=0, max_microbatches=0):
+         max_stages_per_rank=0, max_microbatches=0, cost_model=None):
     """weft_schedule_tune(): simulates every allowed (kind, m, v) for a model of len(layer_forward)
     layers (per-sample times per layer) and returns TuneResult(candidates, best). kinds: the
     generators to try (names or ScheduleKind; None = all). Schedule.generate(best.kind, ranks,
-    best.microbatches, best.stages_per_rank) makes the winner."""
+    best.microbatches, best.stages_per_rank) makes the winner. cost_model: a COST_MODEL plugin
+    entry (or its id) that gives the stage times instead of the layer tables (which may then be
+    empty)."""
     fwd = [float(x) for x in layer_forward]
     bwd = [float(x) for x in layer_backward]
     if len(fwd) != len(bwd):
@@ -410,13 +425,14 @@ def tune(ranks, layer_forward, layer_backward, global_batch, microbatch_overhead
                                   float(boundary_bytes_per_sample), float(latency), float(bandwidth),
                                   float(memory_cap), float(static_bytes),
                                   ctypes.cast(c_kinds, ctypes.POINTER(ctypes.c_int)) if c_kinds is not None else None,
-                                  nkinds, int(max_stages_per_rank), int(max_microbatches))
+                                  nkinds, int(max_stages_per_rank), int(max_microbatches),
+                                  extension_id(cost_model, "cost_model"))
     f = _lib.fn("weft_schedule_tune")
     count, best = ctypes.c_size_t(), ctypes.c_int(-1)
     _errors.check(f(ctypes.byref(cfg), None, 0, ctypes.byref(count), ctypes.byref(best)))
     arr = (_lib.weft_tune_candidate_t * max(1, count.value))()
     _errors.check(f(ctypes.byref(cfg), arr, count.value, ctypes.byref(count), ctypes.byref(best)))
-    cands = [Candidate(ScheduleKind(c.kind), c.microbatches, c.stages_per_rank, c.microbatch_size, c.step_time,
+    cands = [Candidate(_kind_of(c.kind), c.microbatches, c.stages_per_rank, c.microbatch_size, c.step_time,
                        c.bubble_fraction, c.peak_bytes, bool(c.fits)) for c in arr[:count.value]]
     return TuneResult(cands, cands[best.value] if 0 <= best.value < len(cands) else None)
 

@@ -21,6 +21,7 @@ from ._buffers import DType
 from ._comm import Comm, Op, as_op
 from ._errors import InvalidArgument
 from ._handle import Handle
+from ._plugin_ids import extension_id, names_extension
 from ._sharded import _is_torch, _view
 
 
@@ -39,9 +40,12 @@ _WIRE_NAMES = {"native": Wire.NATIVE, "bf16": Wire.BF16, "bfloat16": Wire.BF16, 
 
 
 def as_wire(wire):
-    """Wire from a Wire, its int value or a name ("native", "bf16", "fp8_e4m3")."""
+    """Wire from a Wire, its int value or a name ("native", "bf16", "fp8_e4m3"); a plugin codec's
+    wire format (an id >= 64, or the codec's entry of a loaded plugin) as its int."""
     if isinstance(wire, Wire):
         return wire
+    if names_extension(wire):
+        return extension_id(wire, "wire")
     if isinstance(wire, int) and not isinstance(wire, bool) and wire in Wire._value2member_map_:
         return Wire(wire)
     if isinstance(wire, str) and wire.lower() in _WIRE_NAMES:
@@ -186,11 +190,12 @@ class Bucketer(Handle):
     op "avg" (mean over the ranks) or "sum"; wire "native", "bf16" or "fp8_e4m3" (float32
     gradients only; see training.h for the error bound); reduction "allreduce" (results in the
     gradients) or "reduce_scatter" (each rank gets a chunk of each bucket: shard()); names for
-    error messages ("grad[i]" otherwise). One thread at a time; calls are serialised with the
+    error messages ("grad[i]" otherwise); error_feedback=True keeps what a compressed wire lost and
+    adds it to the next step's gradients (training.h). One thread at a time; calls are serialised with the
     communicator's other calls. close() (also `with`, collection and exit) frees it."""
 
     def __init__(self, comm, grads, bucket_bytes=None, op="avg", wire="native", reduction="allreduce", names=None,
-                 bucket_of=None):
+                 bucket_of=None, error_feedback=False):
         self._handle = None
         if not isinstance(comm, Comm):
             raise InvalidArgument("Bucketer(comm=...): expected a weft.Comm, got %r" % (comm,))
@@ -221,7 +226,7 @@ class Bucketer(Handle):
                                           if c_bucket_of is not None else None,
                                           int(_sum_or_avg(op, "op")), int(as_wire(wire)), int(self._reduction),
                                           ctypes.cast(c_names, ctypes.POINTER(ctypes.c_char_p))
-                                          if c_names is not None else None)
+                                          if c_names is not None else None, 1 if error_feedback else 0)
         out = ctypes.c_void_p()
         with comm._lock:
             _errors.check(_lib.fn("weft_bucketer_create")(comm._h(), c_grads, len(arrays), ctypes.byref(cfg),

@@ -105,7 +105,7 @@ class Zero(Handle):
 
     def __init__(self, mesh, dp_dim, params, stage=2, param_dtype="float32", optimizer=None, groups=None,
                  group_bytes=None, names=None, grad_op="avg", wire="native", max_grad_norm=0.0, loss_scale=1.0,
-                 dynamic_loss_scale=False, growth=2.0, backoff=0.5, growth_interval=2000):
+                 dynamic_loss_scale=False, growth=2.0, backoff=0.5, growth_interval=2000, error_feedback=False):
         self._handle = None
         if not isinstance(mesh, Mesh):
             raise InvalidArgument("Zero(mesh=...): expected a weft.Mesh, got %r" % (mesh,))
@@ -138,7 +138,8 @@ class Zero(Handle):
             0 if group_bytes is None else int(group_bytes),
             ctypes.cast(c_names, ctypes.POINTER(ctypes.c_char_p)) if c_names is not None else None,
             int(_sum_or_avg(grad_op, "grad_op")), int(as_wire(wire)), float(max_grad_norm), float(loss_scale),
-            1 if dynamic_loss_scale else 0, float(growth), float(backoff), int(growth_interval))
+            1 if dynamic_loss_scale else 0, float(growth), float(backoff), int(growth_interval),
+            1 if error_feedback else 0)
         out = ctypes.c_void_p()
         with mesh._lock:
             _errors.check(_lib.fn("weft_zero_create")(mesh._h(), self._dp_dim.encode("utf-8"), c_params, len(arrays),

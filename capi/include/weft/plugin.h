@@ -37,9 +37,10 @@
  *
  * What weft checks: the manifest bytes with the FlatBuffers verifier (depth, table count and
  * size limits) before reading anything; then the ABI major (equal) and minor (not newer than
- * this weft's), every name (printable ASCII, 1-128 characters, unique), every kind and type (from
+ * this weft's), every name (printable ASCII without spaces, 1-128 characters, unique), every kind and type (from
  * the closed lists), a kind's signature against the kind's C signature, and every symbol: it
- * must exist in the library and be a function (an ELF STT_FUNC/STT_GNU_IFUNC symbol). Any
+ * must be defined in the plugin's own library (not resolved into one of its dependencies) and be a
+ * function (an ELF STT_FUNC/STT_GNU_IFUNC symbol). Any
  * failure refuses the whole plugin (WEFT_ERR_INVALID_ARGUMENT, or WEFT_ERR_MISMATCH for the ABI
  * version) with a message naming the file, the entry and what was expected, and registers
  * nothing.
@@ -222,7 +223,7 @@ typedef struct weft_value {
 
 /* Calls entry (any kind) with args[0..nargs) through libffi (the call interface is prepared once,
  * at load). Each argument's type must equal the signature's (WEFT_ERR_INVALID_ARGUMENT naming
- * the argument: "argument 2 of 'absmax_f32': expected PTR, got F64"), integers must fit their
+ * the argument, counted from 0: "argument 1 of 'add_i64': expected I64, got F64"), integers must fit their
  * width, and TENSOR, STRING and FN must not be NULL. result (may be NULL when the entry returns
  * VOID) gets the return value with its type. The call runs on the calling thread; weft cannot
  * stop a plugin that crashes or never returns. */

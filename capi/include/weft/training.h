@@ -54,7 +54,10 @@ typedef enum weft_wire_format {
   /* WEFT_PLUGIN_ID_BASE and up: a gradient codec from a plugin (weft/plugin.h, CODEC_* entries;
      weft_plugin_entry's id). It travels like BF16 and FP8_E4M3: encode, all-to-all, decode and
      sum in float32 in rank order, and for an all-reduce encode once more and all-gather; float32
-     gradients only; its error is the codec's. */
+     gradients only, host memory only; its error is the codec's, and wire_bytes / comm_bytes count
+     its bytes(chunk) per chunk. A nonzero return from its encode or decode fails the
+     reduction with a message naming the codec and its plugin (the other ranks then fail at
+     their deadline, as for any rank that leaves a collective). */
 } weft_wire_format_t;
 
 #define WEFT_WIRE_FP8_BLOCK 256
@@ -82,7 +85,12 @@ typedef enum weft_bucket_reduction {
  *   error_feedback: nonzero (compressed wires only) = error feedback: each rank keeps, per
  *     gradient element, what its encoding lost (residual = g + residual - decode(encode(g +
  *     residual))) and adds it to the next step's gradient before encoding, so a lossy codec
- *     (top-k, FP8) loses nothing in the long run. The residuals are float32, one per element.
+ *     (top-k, FP8) loses nothing in the long run. The residuals are float32, one per element
+ *     (allocated once, at creation). Only each rank's own encode of its gradient (the first
+ *     encode of a compressed reduction) gets feedback: an all-reduce's second encode, of the
+ *     reduced sum, has none, so what it drops is lost (reduce-scatter has no second encode). An
+ *     element whose residual would not be finite (an inf/NaN gradient) keeps 0. With the NATIVE
+ *     wire: WEFT_ERR_INVALID_ARGUMENT naming error_feedback.
  */
 typedef struct weft_bucketer_config {
   size_t struct_size;
@@ -222,7 +230,10 @@ typedef struct weft_optimizer_config {
  *     the step (one decision, all-reduced). dynamic_loss_scale != 0: torch.amp.GradScaler's
  *     rule - a skipped step multiplies the scale by backoff (0.5), growth_interval clean steps
  *     in a row multiply it by growth (2).
- *   error_feedback: as the bucketer's (compressed wires only).
+ *   error_feedback: as the bucketer's (compressed wires only). The residuals (4 bytes per
+ *     parameter element, counted in weft_zero_memory's optimizer) are in loss-scaled units:
+ *     they are multiplied by growth when the scale grows, cleared by a skipped step and by
+ *     weft_zero_load (checkpoints do not hold them).
  */
 typedef struct weft_zero_config {
   size_t struct_size;

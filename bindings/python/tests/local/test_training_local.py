@@ -22,13 +22,14 @@ def needs(name):
 
 def test_struct_layouts_match_the_header():
     # LP64: sizeof/offsetof of capi/include/weft/training.h's structs, measured with a C compiler.
-    assert ctypes.sizeof(_lib.weft_bucketer_config_t) == 48
+    assert ctypes.sizeof(_lib.weft_bucketer_config_t) == 56
+    assert _lib.weft_bucketer_config_t.error_feedback.offset == 48
     assert _lib.weft_bucketer_config_t.op.offset == 24 and _lib.weft_bucketer_config_t.names.offset == 40
     assert ctypes.sizeof(_lib.weft_bucketer_stats_t) == 40
     assert ctypes.sizeof(_lib.weft_optimizer_config_t) == 40
     assert _lib.weft_optimizer_config_t.lr.offset == 12 and _lib.weft_optimizer_config_t.weight_decay.offset == 32
     z = _lib.weft_zero_config_t
-    assert ctypes.sizeof(z) == 112
+    assert ctypes.sizeof(z) == 120 and z.error_feedback.offset == 112
     assert (z.optimizer.offset, z.groups.offset, z.group_bytes.offset, z.names.offset, z.grad_op.offset) == \
         (16, 56, 64, 72, 80)
     assert (z.max_grad_norm.offset, z.dynamic_loss_scale.offset, z.growth_interval.offset) == (88, 96, 108)

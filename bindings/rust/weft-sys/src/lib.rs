@@ -165,6 +165,11 @@ pub use pipeline::*;
 mod moe;
 pub use moe::*;
 
+// ------------------------------------------------------------------ plugin.h
+
+mod plugin;
+pub use plugin::*;
+
 extern "C" {
     pub fn weft_status_string(status: weft_status_t) -> *const c_char;
     pub fn weft_last_error() -> *const c_char;
@@ -633,6 +638,41 @@ extern "C" {
         grad_weights: *mut f32,
         stream: *mut c_void,
     ) -> weft_status_t;
+
+    // ---- plugin.h
+    pub fn weft_plugin_load(path: *const c_char, plugin: *mut weft_plugin_t) -> weft_status_t;
+    pub fn weft_plugin_destroy(plugin: weft_plugin_t) -> weft_status_t;
+    pub fn weft_plugin_info(plugin: weft_plugin_t, info: *mut weft_plugin_info_t) -> weft_status_t;
+    pub fn weft_plugin_entry(plugin: weft_plugin_t, index: usize, entry: *mut weft_plugin_entry_t) -> weft_status_t;
+    pub fn weft_plugin_lookup(
+        plugin: weft_plugin_t,
+        name: *const c_char,
+        entry: *mut weft_plugin_entry_t,
+    ) -> weft_status_t;
+    pub fn weft_plugin_call(
+        plugin: weft_plugin_t,
+        entry: *const c_char,
+        args: *const weft_value_t,
+        nargs: usize,
+        result: *mut weft_value_t,
+    ) -> weft_status_t;
+    pub fn weft_closure_create(
+        ret: weft_value_type_t,
+        args: *const weft_value_type_t,
+        nargs: usize,
+        handler: weft_closure_fn,
+        user_data: *mut c_void,
+        closure: *mut weft_closure_t,
+        function: *mut *mut c_void,
+    ) -> weft_status_t;
+    pub fn weft_closure_error(
+        closure: weft_closure_t,
+        failures: *mut u64,
+        message: *mut *const c_char,
+    ) -> weft_status_t;
+    pub fn weft_closure_destroy(closure: weft_closure_t) -> weft_status_t;
+    pub fn weft_op_create(config: *const weft_op_config_t, op: *mut weft_op_t) -> weft_status_t;
+    pub fn weft_op_destroy(op: weft_op_t) -> weft_status_t;
 }
 
 #[cfg(test)]

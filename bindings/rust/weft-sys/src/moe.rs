@@ -38,6 +38,8 @@ pub struct weft_router_config_t {
     pub capacity_factor: f64,
     pub aux_loss_coeff: f32,
     pub z_loss_coeff: f32,
+    /// 0 = the built-in top-k selection; a ROUTER plugin's id = that plugin's selection.
+    pub selector: c_int,
 }
 
 /// `WEFT_ROUTER_CONFIG_INIT`.
@@ -54,6 +56,7 @@ pub const WEFT_ROUTER_CONFIG_INIT: weft_router_config_t = weft_router_config_t {
     capacity_factor: 1.0,
     aux_loss_coeff: 0.0,
     z_loss_coeff: 0.0,
+    selector: 0,
 };
 
 /// `weft_router_result_t`: where the router writes (caller arrays); start from

@@ -167,6 +167,10 @@ pub struct weft_pipeline_costs_t {
     pub bandwidth: f64,
     pub overhead: f64,
     pub reduce_grad: *const f64,
+    /// 0 = the arrays above; a COST_MODEL plugin's id = its per-action times.
+    pub cost_model: c_int,
+    /// Samples per micro-batch, passed to the cost model (default 1).
+    pub microbatch_size: c_int,
 }
 
 /// `WEFT_PIPELINE_COSTS_INIT`.
@@ -184,6 +188,8 @@ pub const WEFT_PIPELINE_COSTS_INIT: weft_pipeline_costs_t = weft_pipeline_costs_
     bandwidth: 0.0,
     overhead: 0.0,
     reduce_grad: core::ptr::null(),
+    cost_model: 0,
+    microbatch_size: 1,
 };
 
 /// `weft_tune_config_t`; start from [`WEFT_TUNE_CONFIG_INIT`].
@@ -207,6 +213,8 @@ pub struct weft_tune_config_t {
     pub nkinds: usize,
     pub max_stages_per_rank: c_int,
     pub max_microbatches: c_int,
+    /// 0 = the layer tables; a COST_MODEL plugin's id = stage times from the plugin.
+    pub cost_model: c_int,
 }
 
 /// `WEFT_TUNE_CONFIG_INIT`.
@@ -228,6 +236,7 @@ pub const WEFT_TUNE_CONFIG_INIT: weft_tune_config_t = weft_tune_config_t {
     nkinds: 0,
     max_stages_per_rank: 0,
     max_microbatches: 0,
+    cost_model: 0,
 };
 
 /// `weft_tune_candidate_t`: an array element, layout frozen (no struct_size).

@@ -49,13 +49,15 @@ fn library_links_and_reports_its_abi() {
 fn training_layouts_match_the_header() {
     // sizeof/offsetof of capi/include/weft/training.h on LP64 (measured with the C compiler).
     use core::mem::{offset_of, size_of};
-    assert_eq!(size_of::<weft_bucketer_config_t>(), 48);
+    assert_eq!(size_of::<weft_bucketer_config_t>(), 56);
+    assert_eq!(offset_of!(weft_bucketer_config_t, error_feedback), 48);
     assert_eq!(offset_of!(weft_bucketer_config_t, reduction), 32);
     assert_eq!(offset_of!(weft_bucketer_config_t, names), 40);
     assert_eq!(size_of::<weft_bucketer_stats_t>(), 40);
     assert_eq!(size_of::<weft_optimizer_config_t>(), 40);
     assert_eq!(offset_of!(weft_optimizer_config_t, weight_decay), 32);
-    assert_eq!(size_of::<weft_zero_config_t>(), 112);
+    assert_eq!(size_of::<weft_zero_config_t>(), 120);
+    assert_eq!(offset_of!(weft_zero_config_t, error_feedback), 112);
     assert_eq!(offset_of!(weft_zero_config_t, optimizer), 16);
     assert_eq!(offset_of!(weft_zero_config_t, groups), 56);
     assert_eq!(offset_of!(weft_zero_config_t, grad_op), 80);
@@ -63,7 +65,7 @@ fn training_layouts_match_the_header() {
     assert_eq!(size_of::<weft_zero_step_info_t>(), 40);
     assert_eq!(offset_of!(weft_zero_step_info_t, comm_elements), 24);
     assert_eq!(size_of::<weft_zero_memory_t>(), 48);
-    assert_eq!(WEFT_ZERO_CONFIG_INIT.struct_size, 112);
+    assert_eq!(WEFT_ZERO_CONFIG_INIT.struct_size, 120);
     assert_eq!(WEFT_ZERO_CONFIG_INIT.optimizer.kind, WEFT_OPTIMIZER_ADAMW);
     assert_eq!(WEFT_BUCKETER_CONFIG_INIT.op, WEFT_AVG);
 }
@@ -81,11 +83,14 @@ fn pipeline_layouts_match_the_header() {
     assert_eq!(size_of::<weft_rank_stats_t>(), 40);
     assert_eq!(offset_of!(weft_rank_stats_t, peak_activations), 24);
     assert_eq!(offset_of!(weft_rank_stats_t, peak_activation_bytes), 32);
-    assert_eq!(size_of::<weft_pipeline_costs_t>(), 104);
+    assert_eq!(size_of::<weft_pipeline_costs_t>(), 112);
+    assert_eq!(offset_of!(weft_pipeline_costs_t, cost_model), 104);
+    assert_eq!(offset_of!(weft_pipeline_costs_t, microbatch_size), 108);
     assert_eq!(offset_of!(weft_pipeline_costs_t, forward), 16);
     assert_eq!(offset_of!(weft_pipeline_costs_t, latency), 72);
     assert_eq!(offset_of!(weft_pipeline_costs_t, reduce_grad), 96);
-    assert_eq!(size_of::<weft_tune_config_t>(), 120);
+    assert_eq!(size_of::<weft_tune_config_t>(), 128);
+    assert_eq!(offset_of!(weft_tune_config_t, cost_model), 120);
     assert_eq!(offset_of!(weft_tune_config_t, layer_forward), 16);
     assert_eq!(offset_of!(weft_tune_config_t, global_batch), 32);
     assert_eq!(offset_of!(weft_tune_config_t, microbatch_overhead), 40);
@@ -111,7 +116,8 @@ fn pipeline_layouts_match_the_header() {
 fn moe_layouts_match_the_header() {
     // sizeof/offsetof of capi/include/weft/moe.h on LP64 (measured with the C compiler).
     use core::mem::{offset_of, size_of};
-    assert_eq!(size_of::<weft_router_config_t>(), 64);
+    assert_eq!(size_of::<weft_router_config_t>(), 72);
+    assert_eq!(offset_of!(weft_router_config_t, selector), 64);
     assert_eq!(offset_of!(weft_router_config_t, bias), 32);
     assert_eq!(offset_of!(weft_router_config_t, drop), 40);
     assert_eq!(offset_of!(weft_router_config_t, capacity_factor), 48);
@@ -131,7 +137,7 @@ fn moe_layouts_match_the_header() {
     assert_eq!(offset_of!(weft_moe_received_t, local_experts), 64);
     assert_eq!(offset_of!(weft_moe_received_t, experts), 72);
     assert_eq!(offset_of!(weft_moe_received_t, row_source_token), 120);
-    assert_eq!(WEFT_ROUTER_CONFIG_INIT.struct_size, 64);
+    assert_eq!(WEFT_ROUTER_CONFIG_INIT.struct_size, 72);
     assert_eq!(WEFT_ROUTER_CONFIG_INIT.topk, 1);
     assert_eq!(WEFT_ROUTER_CONFIG_INIT.capacity_factor, 1.0);
     assert_eq!(WEFT_ROUTER_RESULT_INIT.struct_size, 48);
@@ -139,4 +145,28 @@ fn moe_layouts_match_the_header() {
     assert_eq!(WEFT_MOE_CONFIG_INIT.dtype, WEFT_FLOAT32);
     assert_eq!(WEFT_MOE_RECEIVED_INIT.struct_size, 128);
     assert_eq!(WEFT_MOE_DROPPED, -1);
+}
+
+#[test]
+fn plugin_layouts_match_the_header() {
+    // sizeof/offsetof of capi/include/weft/plugin.h on LP64 (measured with the C compiler).
+    use core::mem::{offset_of, size_of};
+    assert_eq!(size_of::<weft_plugin_info_t>(), 48);
+    assert_eq!(offset_of!(weft_plugin_info_t, abi_major), 32);
+    assert_eq!(offset_of!(weft_plugin_info_t, nentries), 40);
+    assert_eq!(size_of::<weft_plugin_entry_t>(), 88);
+    assert_eq!(offset_of!(weft_plugin_entry_t, ret), 40);
+    assert_eq!(offset_of!(weft_plugin_entry_t, args), 48);
+    assert_eq!(offset_of!(weft_plugin_entry_t, nargs), 56);
+    assert_eq!(offset_of!(weft_plugin_entry_t, dtypes), 64);
+    assert_eq!(offset_of!(weft_plugin_entry_t, id), 80);
+    assert_eq!(size_of::<weft_value_t>(), 32);
+    assert_eq!(offset_of!(weft_value_t, i), 8);
+    assert_eq!(offset_of!(weft_value_t, f), 16);
+    assert_eq!(offset_of!(weft_value_t, p), 24);
+    assert_eq!(size_of::<weft_op_config_t>(), 48);
+    assert_eq!(offset_of!(weft_op_config_t, fn_), 16);
+    assert_eq!(offset_of!(weft_op_config_t, dtypes), 32);
+    assert_eq!(offset_of!(weft_op_config_t, ndtypes), 40);
+    assert_eq!(WEFT_PLUGIN_ENTRY_INIT.id, -1);
 }

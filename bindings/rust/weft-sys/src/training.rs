@@ -39,6 +39,8 @@ pub struct weft_bucketer_config_t {
     pub wire: weft_wire_format_t,
     pub reduction: weft_bucket_reduction_t,
     pub names: *const *const c_char,
+    /// Nonzero (compressed wires only): keep what the encoding lost and add it next step.
+    pub error_feedback: c_int,
 }
 
 /// `WEFT_BUCKETER_CONFIG_INIT`.
@@ -50,6 +52,7 @@ pub const WEFT_BUCKETER_CONFIG_INIT: weft_bucketer_config_t = weft_bucketer_conf
     wire: WEFT_WIRE_NATIVE,
     reduction: WEFT_BUCKET_ALLREDUCE,
     names: core::ptr::null(),
+    error_feedback: 0,
 };
 
 /// `weft_bucketer_stats_t`; start from [`WEFT_BUCKETER_STATS_INIT`].
@@ -132,6 +135,8 @@ pub struct weft_zero_config_t {
     pub growth: f32,
     pub backoff: f32,
     pub growth_interval: c_int,
+    /// As the bucketer's (compressed wires only).
+    pub error_feedback: c_int,
 }
 
 /// `WEFT_ZERO_CONFIG_INIT`.
@@ -151,6 +156,7 @@ pub const WEFT_ZERO_CONFIG_INIT: weft_zero_config_t = weft_zero_config_t {
     growth: 2.0,
     backoff: 0.5,
     growth_interval: 2000,
+    error_feedback: 0,
 };
 
 /// `weft_zero_step_info_t`; start from [`WEFT_ZERO_STEP_INFO_INIT`].

@@ -50,6 +50,8 @@ pub struct BucketerConfig {
     pub reduction: Reduction,
     /// One name per gradient for error messages ("grad[i]" otherwise).
     pub names: Option<Vec<String>>,
+    /// Compressed wires only: keep what the encoding lost and add it to the next step's gradients.
+    pub error_feedback: bool,
 }
 
 impl Default for BucketerConfig {
@@ -61,6 +63,7 @@ impl Default for BucketerConfig {
             wire: Wire::Native,
             reduction: Reduction::AllReduce,
             names: None,
+            error_feedback: false,
         }
     }
 }
@@ -154,6 +157,7 @@ impl<'a> Bucketer<'a> {
         cfg.op = config.op.raw();
         cfg.wire = config.wire.raw();
         cfg.reduction = config.reduction.raw();
+        cfg.error_feedback = config.error_feedback as core::ffi::c_int;
         cfg.names = if name_ptrs.is_empty() { ptr::null() } else { name_ptrs.as_ptr() };
         let views: Vec<sys::weft_tensor_t> = grads.iter().map(|g| g.raw()).collect();
         let mut raw: sys::weft_bucketer_t = ptr::null_mut();

@@ -22,6 +22,9 @@
 //! * Expert parallelism (`weft/moe.h`): the router ([`route`], [`router_backward`],
 //!   [`update_bias`]), the dispatch [`layout`], and [`Moe`]'s dispatch / combine of tokens
 //!   between ranks through a reusable [`MoeHandle`] (the received rows as slices).
+//! * Plugins (`weft/plugin.h`): [`Plugin::load`] and [`Plugin::call`] by name with tagged
+//!   [`Value`]s, Rust closures as C function pointers ([`Closure`]), and reduction operators
+//!   written in Rust ([`UserOp`], used as [`Op::Custom`]).
 //!
 //! ```no_run
 //! fn main() -> weft::Result<()> {
@@ -43,12 +46,14 @@ mod error;
 mod mesh;
 mod moe;
 mod pipeline;
+mod plugin;
 mod request;
 mod schedule;
 mod sharded;
 mod timeline;
 mod training;
 mod types;
+mod user_op;
 mod zero;
 
 pub use weft_sys as sys;
@@ -66,6 +71,7 @@ pub use moe::{
     RouterScore,
 };
 pub use pipeline::{Boundary, BufferInfo, Callbacks, Pipeline, PipelineConfig, StageCall, StageFn};
+pub use plugin::{Closure, Plugin, PluginEntry, PluginKind, Value, ValueType};
 pub use schedule::{Action, ActionKind, CsvFormat, Schedule, ScheduleConfig, ScheduleInfo, ScheduleKind};
 pub use sharded::{
     full, plan, redistribute, redistribute_on_stream, Device, LocalView, ShardedTensor, Step, StepKind, TensorView,
@@ -74,6 +80,7 @@ pub use timeline::{tune, Candidate, Costs, RankStats, RankTimes, Timeline, Timel
 pub use training::{
     region_apply, region_apply_in_place, region_apply_on_stream, ring_shift, ring_shift_on_stream, Region, Wire,
 };
+pub use user_op::UserOp;
 pub use zero::{Optimizer, OptimizerConfig, StepInfo, Zero, ZeroConfig, ZeroGather, ZeroMemory};
 
 /// Version of the loaded library (`weft_version`).

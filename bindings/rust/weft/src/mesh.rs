@@ -35,6 +35,7 @@ pub(crate) fn op_from_raw(op: sys::weft_op_t) -> Option<Op> {
         sys::WEFT_MIN => Op::Min,
         sys::WEFT_MAX => Op::Max,
         sys::WEFT_AVG => Op::Avg,
+        id if id >= sys::WEFT_PLUGIN_ID_BASE => Op::Custom(id),
         _ => return None,
     })
 }

@@ -77,6 +77,8 @@ pub struct RouterConfig {
     pub capacity_factor: f64,
     pub aux_loss_coeff: f32,
     pub z_loss_coeff: f32,
+    /// 0 = the built-in top-k selection; a ROUTER plugin's id (its [`PluginEntry`](crate::PluginEntry)'s `id`).
+    pub selector: i32,
 }
 
 impl Default for RouterConfig {
@@ -93,6 +95,7 @@ impl Default for RouterConfig {
             capacity_factor: 1.0,
             aux_loss_coeff: 0.0,
             z_loss_coeff: 0.0,
+            selector: 0,
         }
     }
 }
@@ -121,6 +124,7 @@ impl RouterConfig {
             capacity_factor: self.capacity_factor,
             aux_loss_coeff: self.aux_loss_coeff,
             z_loss_coeff: self.z_loss_coeff,
+            selector: self.selector,
             ..sys::WEFT_ROUTER_CONFIG_INIT
         })
     }

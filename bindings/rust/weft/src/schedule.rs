@@ -149,6 +149,8 @@ pub enum ScheduleKind {
     ZbH2,
     ZbV,
     DualPipeV,
+    /// A SCHEDULE plugin's kind by its id (>= `WEFT_PLUGIN_ID_BASE`, the entry's `id`).
+    Plugin(sys::weft_schedule_kind_t),
 }
 
 impl ScheduleKind {
@@ -173,6 +175,7 @@ impl ScheduleKind {
             ScheduleKind::ZbH2 => sys::WEFT_SCHEDULE_ZB_H2,
             ScheduleKind::ZbV => sys::WEFT_SCHEDULE_ZB_V,
             ScheduleKind::DualPipeV => sys::WEFT_SCHEDULE_DUALPIPE_V,
+            ScheduleKind::Plugin(id) => id,
         }
     }
 
@@ -187,6 +190,7 @@ impl ScheduleKind {
             sys::WEFT_SCHEDULE_ZB_H2 => ScheduleKind::ZbH2,
             sys::WEFT_SCHEDULE_ZB_V => ScheduleKind::ZbV,
             sys::WEFT_SCHEDULE_DUALPIPE_V => ScheduleKind::DualPipeV,
+            id if id >= sys::WEFT_PLUGIN_ID_BASE => ScheduleKind::Plugin(id),
             _ => return None,
         })
     }

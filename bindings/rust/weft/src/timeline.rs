@@ -170,6 +170,11 @@ pub struct Costs {
     pub overhead: f64,
     /// The time of REDUCE_GRAD (`None` = 0).
     pub reduce_grad: Option<Vec<f64>>,
+    /// 0 = the vectors above; a COST_MODEL plugin's id = every compute action's time from the
+    /// plugin (`forward` then only gives the number of stages).
+    pub cost_model: i32,
+    /// Samples per micro-batch, passed to the cost model (0 = the header's default, 1).
+    pub microbatch_size: i32,
 }
 
 impl Costs {
@@ -201,6 +206,10 @@ impl Costs {
         c.bandwidth = self.bandwidth;
         c.overhead = self.overhead;
         c.reduce_grad = arr(&self.reduce_grad, "reduce_grad")?;
+        c.cost_model = self.cost_model;
+        if self.microbatch_size != 0 {
+            c.microbatch_size = self.microbatch_size;
+        }
         Ok(c)
     }
 }
@@ -243,6 +252,8 @@ pub struct TuneConfig {
     pub max_stages_per_rank: usize,
     /// The largest m tried (0 = global_batch).
     pub max_microbatches: usize,
+    /// 0 = the layer tables; a COST_MODEL plugin's id = stage times from the plugin.
+    pub cost_model: i32,
 }
 
 impl Default for TuneConfig {
@@ -263,6 +274,7 @@ impl Default for TuneConfig {
             kinds: None,
             max_stages_per_rank: 0,
             max_microbatches: 0,
+            cost_model: 0,
         }
     }
 }
@@ -318,6 +330,7 @@ pub fn tune(config: &TuneConfig) -> Result<(Vec<Candidate>, Option<usize>)> {
     }
     c.max_stages_per_rank = to_c_int(config.max_stages_per_rank, "TuneConfig::max_stages_per_rank")?;
     c.max_microbatches = to_c_int(config.max_microbatches, "TuneConfig::max_microbatches")?;
+    c.cost_model = config.cost_model;
 
     let (mut count, mut best): (usize, c_int) = (0, -1);
     // SAFETY: c and the arrays it points at live for the call; candidates NULL asks the count.

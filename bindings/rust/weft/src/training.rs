@@ -25,6 +25,8 @@ pub enum Wire {
     /// FP8 E4M3 with one float32 scale per [`sys::WEFT_WIRE_FP8_BLOCK`] elements (float32
     /// gradients only).
     Fp8E4M3,
+    /// A CODEC plugin's wire format by its id (>= `WEFT_PLUGIN_ID_BASE`, the codec entries' `id`).
+    Custom(sys::weft_wire_format_t),
 }
 
 impl Wire {
@@ -33,6 +35,7 @@ impl Wire {
             Wire::Native => sys::WEFT_WIRE_NATIVE,
             Wire::Bf16 => sys::WEFT_WIRE_BF16,
             Wire::Fp8E4M3 => sys::WEFT_WIRE_FP8_E4M3,
+            Wire::Custom(id) => id,
         }
     }
 }

@@ -80,6 +80,9 @@ pub enum Op {
     Min,
     Max,
     Avg,
+    /// A user or plugin operator by its id (>= `WEFT_PLUGIN_ID_BASE`): [`UserOp::op`](crate::UserOp::op),
+    /// or a REDUCE_OP [`PluginEntry::op`](crate::PluginEntry::op).
+    Custom(sys::weft_op_t),
 }
 
 impl Op {
@@ -90,6 +93,7 @@ impl Op {
             Op::Min => sys::WEFT_MIN,
             Op::Max => sys::WEFT_MAX,
             Op::Avg => sys::WEFT_AVG,
+            Op::Custom(id) => id,
         }
     }
 }

@@ -114,6 +114,8 @@ pub struct ZeroConfig {
     pub growth: f32,
     pub backoff: f32,
     pub growth_interval: u32,
+    /// As the bucketer's (compressed wires only).
+    pub error_feedback: bool,
 }
 
 impl Default for ZeroConfig {
@@ -134,6 +136,7 @@ impl Default for ZeroConfig {
             growth: c.growth,
             backoff: c.backoff,
             growth_interval: c.growth_interval as u32,
+            error_feedback: false,
         }
     }
 }
@@ -243,6 +246,7 @@ impl<'m> Zero<'m> {
             growth: config.growth,
             backoff: config.backoff,
             growth_interval: to_c_int(config.growth_interval as usize, "growth_interval")?,
+            error_feedback: config.error_feedback as c_int,
             ..sys::WEFT_ZERO_CONFIG_INIT
         };
         let views: Vec<sys::weft_tensor_t> = params.iter().map(|p| p.raw()).collect();

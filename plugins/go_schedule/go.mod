@@ -1,0 +1,3 @@
+module weft/plugins/go_schedule
+
+go 1.19
