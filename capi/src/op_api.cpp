@@ -2,8 +2,7 @@
 // application. Each becomes a plugin::CustomOp in core/plugin/registry, the same table plugins'
 // REDUCE_OP entries go into, so the collectives (coll::Reducer) treat both alike.
 #include <cstring>
-#include <deque>
-#include <mutex>
+#include <memory>
 
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
@@ -26,17 +25,6 @@ int32_t call_application_op(void* dst, const void* a, const void* b, size_t coun
   weft_dtype_t d;
   std::memcpy(&d, &dtype, sizeof d);
   return static_cast<int32_t>(ctx->fn(dst, a, b, count, d, ctx->user_data));
-}
-
-// Contexts live as long as the process: a collective may still hold the CustomOp (and so call
-// the adapter) after weft_op_destroy, and CustomOp has no hook to free its user_data. One small
-// struct per weft_op_create call; std::deque never moves its elements.
-AdapterContext* keep_context(weft_reduce_fn fn, void* user_data) {
-  static std::mutex mu;
-  static std::deque<AdapterContext> contexts;
-  std::lock_guard<std::mutex> lock(mu);
-  contexts.push_back({fn, user_data});
-  return &contexts.back();
 }
 
 void check_name(const char* name) {
@@ -96,7 +84,11 @@ WEFT_API weft_status_t weft_op_create(const weft_op_config_t* config, weft_op_t*
     custom.dtype_mask = read_dtypes(config->dtypes, config->ndtypes);
     custom.origin.name = config->name;
     custom.fn_with_data = call_application_op;
-    custom.user_data = keep_context(config->fn, config->user_data);
+    // The operator owns its adapter context, so it lives while a collective still holds the
+    // operator after weft_op_destroy, and goes with the last holder.
+    auto context = std::make_shared<AdapterContext>(AdapterContext{config->fn, config->user_data});
+    custom.user_data = context.get();
+    custom.user_data_owner = context;
     const int id = plugin::add_op(std::move(custom));
     std::memcpy(op, &id, sizeof id);  // ids lie past weft_op_t's enumerators: written by their bits
   });

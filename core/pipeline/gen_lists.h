@@ -9,6 +9,14 @@
 
 namespace weft::pipeline::gen {
 
+// Sizes far beyond any pipeline, so that a mistyped argument (or a plugin's) is an error, not an
+// allocation of gigabytes: compute actions are 3 v m per rank at most. generate.cpp and
+// gen_plugin.cpp both check them.
+constexpr int kMaxRanks = 1 << 12;
+constexpr int kMaxMicrobatches = 1 << 16;
+constexpr int kMaxStagesPerRank = 64;
+constexpr long long kMaxActions = 1LL << 26;
+
 using Lists = std::vector<std::vector<Action>>;
 
 // gen_simple.cpp

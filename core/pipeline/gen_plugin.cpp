@@ -16,11 +16,10 @@ namespace weft::pipeline {
 
 namespace {
 
-// As generate.cpp's limits: far beyond any pipeline, so a typo is an error, not gigabytes.
-constexpr int kMaxRanks = 1 << 12;
-constexpr int kMaxMicrobatches = 1 << 16;
-constexpr int kMaxStagesPerRank = 64;
-constexpr long long kMaxActions = 1LL << 26;
+using gen::kMaxActions;
+using gen::kMaxMicrobatches;
+using gen::kMaxRanks;
+using gen::kMaxStagesPerRank;
 
 [[noreturn]] void refuse(const std::string& who, int p, int m, int v, const std::string& why) {
   fail(Status::invalid_argument, "%s, p = %d, m = %d, v = %d: %s", who.c_str(), p, m, v, why.c_str());

@@ -14,12 +14,10 @@ namespace weft::pipeline {
 
 namespace {
 
-// Sizes far beyond any pipeline, so that a mistyped argument is an error, not an allocation of
-// gigabytes: compute actions are 3 v m per rank at most.
-constexpr int kMaxRanks = 1 << 12;
-constexpr int kMaxMicrobatches = 1 << 16;
-constexpr int kMaxStagesPerRank = 64;
-constexpr long long kMaxActions = 1LL << 26;
+using gen::kMaxActions;
+using gen::kMaxMicrobatches;
+using gen::kMaxRanks;
+using gen::kMaxStagesPerRank;
 
 const char* upper_name(Method m) {
   switch (m) {

@@ -45,6 +45,7 @@ struct CustomOp {
   ReduceFn fn = nullptr;                 // a plugin's entry, or
   ReduceFnWithData fn_with_data = nullptr;  // weft_op_create's adapter with its user_data
   void* user_data = nullptr;
+  std::shared_ptr<const void> user_data_owner;  // keeps user_data alive while any collective holds the op
   uint32_t dtype_mask = 0;  // bit d set: takes DType d
   bool takes(DType d) const { return (dtype_mask >> static_cast<int>(d)) & 1u; }
   // dst = a op b; a nonzero return throws weft::Error naming the operator, with that status when

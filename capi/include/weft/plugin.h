@@ -267,7 +267,9 @@ typedef weft_status_t (*weft_reduce_fn)(void *dst, const void *a, const void *b,
  *     where FLOAT32 is listed, and fn sees FLOAT32 for them.
  * The operator must be associative and commutative: weft's algorithms combine partial results
  * in an order that depends on the rank count and the message size, and every rank must get the
- * same result bits only if fn is a function of its inputs alone.
+ * same result bits only if fn is a function of its inputs alone. With one rank the operator is
+ * never applied (the result is the input, as in MPI), so an operator that also transforms single
+ * values (absmax's |x|) does so only where two values meet.
  */
 typedef struct weft_op_config {
   size_t struct_size;

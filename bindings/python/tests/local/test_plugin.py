@@ -18,7 +18,7 @@ import pytest
 import weft
 from weft import _lib
 
-from _helpers import inject_enabled
+from _helpers import check, inject_enabled
 
 pytestmark = pytest.mark.skipif(not _lib.has("weft_plugin_load"), reason="the loaded libweft lacks plugin.h")
 
@@ -38,25 +38,6 @@ def plugin():
     p = weft.load_plugin(path)
     yield p
     p.close()
-
-
-def check(what, got, ref, rtol=0.0):
-    """got equals ref (exactly, or within rtol of max|ref|); under WEFT_TEST_INJECT=1 one value
-    of a copy of got is moved first and the comparison must fail."""
-    g = np.array(got, dtype=np.float64, copy=True).reshape(-1)
-    r = np.asarray(ref, dtype=np.float64).reshape(-1)
-    assert g.shape == r.shape, (what, g.shape, r.shape)
-    scale = max(float(np.max(np.abs(r))) if r.size else 0.0, 1e-30)
-
-    def ok(a):
-        return bool(np.all(np.abs(a - r) <= rtol * scale)) if rtol else bool(np.array_equal(a, r))
-
-    if inject_enabled() and g.size:
-        g[g.size // 2] += max(1.0, 10 * rtol * scale)
-        assert not ok(g), "%s: the injected corruption was not caught" % what
-        print("INJECT %s: caught" % what)
-        return
-    assert ok(g), "%s:\n got %s\n ref %s" % (what, g, r)
 
 
 # ------------------------------------------------------------------ manifest

@@ -26,31 +26,12 @@ import pytest
 import weft
 from weft import _lib
 
-from _helpers import inject_enabled
+from _helpers import check, inject_enabled
 
 pytestmark = pytest.mark.skipif(not _lib.has("weft_op_create"), reason="the loaded libweft lacks plugin.h")
 
 SIZES = (1, 7, 1000, 300_001)  # 300001 float32: beyond one shared-memory slot, so chunked
 EPS64 = np.finfo(np.float64).eps
-
-
-def check(what, got, ref, rtol=0.0):
-    """got equals ref (exactly, or within rtol of max|ref|); under WEFT_TEST_INJECT=1 one value
-    of a copy of got is moved first and the comparison must fail."""
-    g = np.array(got, dtype=np.float64, copy=True).reshape(-1)
-    r = np.asarray(ref, dtype=np.float64).reshape(-1)
-    assert g.shape == r.shape, (what, g.shape, r.shape)
-    scale = max(float(np.max(np.abs(r))) if r.size else 0.0, 1e-30)
-
-    def ok(a):
-        return bool(np.all(np.abs(a - r) <= rtol * scale)) if rtol else bool(np.array_equal(a, r))
-
-    if inject_enabled() and g.size:
-        g[g.size // 2] += max(1.0, 10 * rtol * scale)
-        assert not ok(g), "%s: the injected corruption was not caught" % what
-        print("INJECT %s: caught" % what)
-        return
-    assert ok(g), "%s: max |diff| %.3g (rtol %.3g of %.3g)" % (what, float(np.max(np.abs(g - r))), rtol, scale)
 
 
 def inputs(rank, n, dtype, seed):

@@ -201,8 +201,8 @@ impl StageCall<'_> {
     }
 }
 
-/// Text of a panic payload.
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+/// Text of a panic payload (also for plugin closures and user operators).
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

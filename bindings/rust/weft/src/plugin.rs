@@ -432,14 +432,7 @@ unsafe extern "C" fn closure_trampoline(
             return sys::WEFT_OK;
         }
         Ok(Err(m)) => m,
-        Err(panic) => format!(
-            "the closure panicked: {}",
-            panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default()
-        ),
+        Err(panic) => format!("the closure panicked: {}", crate::pipeline::panic_text(&*panic)),
     };
     *state.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
     sys::WEFT_ERR_INVALID_ARGUMENT
