@@ -10,6 +10,7 @@
 #include "capi/src/store_registry.h"
 #include "capi/src/validate.h"
 #include "core/bootstrap/launch_env.h"
+#include "core/bootstrap/socket_util.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm/create.h"
 #include "core/common/version.h"
@@ -118,7 +119,8 @@ WEFT_API weft_status_t weft_comm_init_from_env(weft_comm_t* comm, const weft_com
     setup.name = cfg.name;
     setup.store_server = find_store(env.master_port);
     if (!setup.store_server && env.rank == 0 && !env.store_hosted) {
-      setup.store_server = start_store("0.0.0.0", env.master_port, env.secret);
+      // A loopback master address keeps the store on loopback (socket_util.h says why not more).
+      setup.store_server = start_store(bootstrap::store_bind_address(env.master_addr), env.master_port, env.secret);
       find_store(env.master_port);  // hand ownership to the communicator
     }
     *comm = register_comm(create_root_comm(setup, std::move(cfg)));

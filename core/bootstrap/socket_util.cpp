@@ -57,6 +57,16 @@ bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
   return true;
 }
 
+std::string store_bind_address(const std::string& host) {
+  std::vector<sockaddr_in> addrs;
+  std::string error;
+  if (!resolve_ipv4(host, 0, false, &addrs, &error) || addrs.empty()) return "0.0.0.0";
+  for (const sockaddr_in& a : addrs) {
+    if ((ntohl(a.sin_addr.s_addr) >> 24) != 127) return "0.0.0.0";
+  }
+  return "127.0.0.1";
+}
+
 std::string address_string(const sockaddr_in& addr) {
   char ip[INET_ADDRSTRLEN] = {0};
   if (!::inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip))) return "unknown address";
