@@ -58,13 +58,10 @@ bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
 }
 
 std::string store_bind_address(const std::string& host) {
-  std::vector<sockaddr_in> addrs;
-  std::string error;
-  if (!resolve_ipv4(host, 0, false, &addrs, &error) || addrs.empty()) return "0.0.0.0";
-  for (const sockaddr_in& a : addrs) {
-    if ((ntohl(a.sin_addr.s_addr) >> 24) != 127) return "0.0.0.0";
-  }
-  return "127.0.0.1";
+  if (host.empty() || host == "localhost") return "127.0.0.1";
+  in_addr literal{};
+  if (inet_pton(AF_INET, host.c_str(), &literal) == 1 && (ntohl(literal.s_addr) >> 24) == 127) return "127.0.0.1";
+  return "0.0.0.0";
 }
 
 std::string address_string(const sockaddr_in& addr) {

@@ -45,12 +45,11 @@ class Fd {
 bool resolve_ipv4(const std::string& host, uint16_t port, bool passive,
                   std::vector<sockaddr_in>* out, std::string* error);
 
-// The address a rank-0-hosted store binds for master address host: "127.0.0.1" when every IPv4
-// address host resolves to is a loopback one (127.0.0.0/8; "" too), so a job on one machine is
-// not reachable from the network; otherwise "0.0.0.0" (all interfaces), since the name other
-// hosts connect to may resolve differently on rank 0's own host (Debian maps its host name to
-// 127.0.1.1). A name that does not resolve gives "0.0.0.0": the clients' own connect fails
-// with getaddrinfo's words.
+// The address a rank-0-hosted store binds for master address host: "127.0.0.1" when host is
+// "" (weft's default), "localhost" or a dotted 127.x.y.z literal, so a job on one machine is not
+// reachable from the network; otherwise "0.0.0.0" (all interfaces). A host NAME that resolves to
+// loopback on rank 0 still gets all interfaces: Debian maps its own host name to 127.0.1.1, while
+// the other hosts of a job resolve that name to the real address and must reach the store.
 std::string store_bind_address(const std::string& host);
 
 // "a.b.c.d:port".

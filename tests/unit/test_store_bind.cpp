@@ -63,6 +63,11 @@ TEST(StoreBind, LoopbackMasterAddressesBindLoopback) {
 TEST(StoreBind, OtherAddressesBindAllInterfaces) {
   EXPECT_EQ(store_bind_address("10.11.12.13"), "0.0.0.0");
   EXPECT_EQ(store_bind_address("192.168.0.1"), "0.0.0.0");
+  // This machine's own name, even where it resolves to 127.0.1.1 here: other hosts resolve it to
+  // the real address.
+  char name[256] = {};
+  ASSERT_EQ(gethostname(name, sizeof name - 1), 0);
+  EXPECT_EQ(store_bind_address(name), "0.0.0.0") << name;
 }
 
 TEST(StoreBind, ALoopbackStoreIsNotReachableFromOutside) {
