@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
+#include <string>
 
 #include "capi/src/config.h"
 #include "capi/src/handles.h"
@@ -13,6 +15,7 @@
 #include "core/bootstrap/socket_util.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm/create.h"
+#include "core/common/log.h"
 #include "core/common/version.h"
 #include "core/plugin/env.h"
 
@@ -120,7 +123,12 @@ WEFT_API weft_status_t weft_comm_init_from_env(weft_comm_t* comm, const weft_com
     setup.store_server = find_store(env.master_port);
     if (!setup.store_server && env.rank == 0 && !env.store_hosted) {
       // A loopback master address keeps the store on loopback (socket_util.h says why not more).
-      setup.store_server = start_store(bootstrap::store_bind_address(env.master_addr), env.master_port, env.secret);
+      const std::string bind = bootstrap::store_bind_address(env.master_addr);
+      setup.store_server = start_store(bind, env.master_port, env.secret);
+      if (const std::string warning = bootstrap::open_store_warning(env, bind); !warning.empty()) {
+        static std::once_flag once;
+        std::call_once(once, [&] { log(LogLevel::info, "%s", warning.c_str()); });
+      }
       find_store(env.master_port);  // hand ownership to the communicator
     }
     *comm = register_comm(create_root_comm(setup, std::move(cfg)));

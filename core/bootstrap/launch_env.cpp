@@ -160,6 +160,7 @@ LaunchEnv read_launch_env(const std::function<const char*(const char*)>& getenv_
     std::string basis = format("%s:%u:%d", out.master_addr.c_str(), static_cast<unsigned>(out.master_port),
                                out.world_size);
     out.secret = format("weft-weak-%016llx", static_cast<unsigned long long>(fnv1a(basis)));
+    out.weak_secret = true;
   }
 
   if (const char* hosted = env("WEFT_STORE_HOSTED")) {
@@ -174,6 +175,14 @@ LaunchEnv read_launch_env(const std::function<const char*(const char*)>& getenv_
     }
   }
   return out;
+}
+
+std::string open_store_warning(const LaunchEnv& env, const std::string& bind_addr) {
+  if (!env.weak_secret || bind_addr.rfind("127.", 0) == 0) return "";
+  return format("the rendezvous store listens on port %u of every interface and WEFT_JOB_SECRET is not set (launcher: "
+                "%s): its secret is derived from the job's address, so anyone who can reach the port can join this "
+                "job; set WEFT_JOB_SECRET to the same random value on every rank (weftrun does)",
+                static_cast<unsigned>(env.master_port), env.source.c_str());
 }
 
 }  // namespace weft::bootstrap

@@ -258,3 +258,18 @@ TEST(LaunchEnv, ProcessEnvironment) {
   EXPECT_EQ(e.world_size, 3);
   EXPECT_EQ(e.master_port, 4242);
 }
+
+// Rank 0's one line at WEFT_DEBUG=info when its store is open to anyone who reaches the port: only
+// without WEFT_JOB_SECRET and only when the store listens beyond loopback.
+TEST(LaunchEnv, OpenStoreWarning) {
+  const LaunchEnv torchrun = read(with(kAddr, {{"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  EXPECT_TRUE(torchrun.weak_secret);
+  const std::string warning = weft::bootstrap::open_store_warning(torchrun, "0.0.0.0");
+  for (const char* w : {"29500", "WEFT_JOB_SECRET", "torchrun", "anyone"}) {
+    EXPECT_NE(warning.find(w), std::string::npos) << "'" << w << "' not in: " << warning;
+  }
+  EXPECT_EQ(weft::bootstrap::open_store_warning(torchrun, "127.0.0.1"), "");
+  const LaunchEnv secret = read(with(kAddr, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"WEFT_JOB_SECRET", "s3cr3t"}}));
+  EXPECT_FALSE(secret.weak_secret);
+  EXPECT_EQ(weft::bootstrap::open_store_warning(secret, "0.0.0.0"), "");
+}
