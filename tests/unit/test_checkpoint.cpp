@@ -162,6 +162,11 @@ TEST(CheckpointIndex, DecodeRefusesWhatDoesNotAddUp) {
   foreign[8] ^= 1;  // inside "WFCK"
   EXPECT_NE(error_of([&] { decode_index(foreign.data(), foreign.size(), "ix"); }).find("verification"),
             std::string::npos);
+  // A NUL inside a name (found by tests/fuzz/fuzz_checkpoint_index): encode_index writes names
+  // from c_str(), so such a name would not survive being written again.
+  std::string nul = good;
+  nul[nul.find("scalar") + 2] = '\0';
+  EXPECT_NE(error_of([&] { decode_index(nul.data(), nul.size(), "ix"); }).find("NUL byte"), std::string::npos);
   struct Case {
     const char* want;
     std::function<void(CheckpointIndex&)> damage;
