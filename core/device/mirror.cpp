@@ -42,8 +42,15 @@ Mirror::~Mirror() {
 
 void* Mirror::host(const void* dev) const {
   const char* p = static_cast<const char*>(dev);
+  // Inside an area first: a buffer that starts where another one ends is an area of its own
+  // (adjacent cudaMalloc blocks, or two tensors of one allocation). Taking the earlier area's end
+  // for it sent an MoE dispatch's received rows past that area's pinned copy on an H100, and
+  // copied stale pinned bytes back. One past an area's end stands only for an empty span there.
   for (const Area& a : areas_) {
-    if (p >= a.dev && p <= a.dev + a.bytes) return a.pin.data() + (p - a.dev);
+    if (p >= a.dev && p < a.dev + a.bytes) return a.pin.data() + (p - a.dev);
+  }
+  for (const Area& a : areas_) {
+    if (p == a.dev + a.bytes) return a.pin.data() + a.bytes;
   }
   return nullptr;
 }

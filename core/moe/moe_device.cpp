@@ -46,12 +46,17 @@ std::vector<size_t> prefix(const std::vector<size_t>& counts, size_t unit) {
   return d;
 }
 
-// A persistent device copy of a host array (nothing for an empty one).
+// A persistent device copy of a host array (nothing for an empty one), queued on the stream of
+// the operation that reads it. Not cudaMemcpy: from pageable memory it returns before the
+// bytes reach the device, unordered with a non-blocking stream (an H100 read the plan as zeros).
+// The runtime stages a pageable source before cudaMemcpyAsync returns, so v may go at once.
 template <class T>
-std::shared_ptr<void> upload(Comm& comm, const std::vector<T>& v) {
+std::shared_ptr<void> upload(Comm& comm, const std::vector<T>& v, void* stream) {
   if (v.empty()) return nullptr;
   std::shared_ptr<void> d = gpu::device_buffer(comm, v.size() * sizeof(T));
-  cuda_check(cudaMemcpy(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "uploading an MoE plan");
+  cuda_check(cudaMemcpyAsync(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice,
+                             static_cast<cudaStream_t>(stream)),
+             "uploading an MoE plan");
   return d;
 }
 
@@ -99,12 +104,12 @@ void device_dispatch_rows(Moe& moe, Handle& h, const void* x, void* stream) {
   Comm& comm = moe.comm();
   const MoeConfig& cfg = moe.config();
   const size_t row_bytes = cfg.hidden * dtype_size(cfg.dtype);
-  h.dev.send_tokens = upload(comm, h.send.send_tokens);
-  h.dev.slot_row = upload(comm, h.send.slot_row);
-  h.dev.weights = upload(comm, h.weights);
-  h.dev.gather_index = upload(comm, h.recv.gather_index);
-  h.dev.return_row = upload(comm, h.recv.return_row);
-  h.dev.row_weight = upload(comm, h.recv.row_weight);
+  h.dev.send_tokens = upload(comm, h.send.send_tokens, stream);
+  h.dev.slot_row = upload(comm, h.send.slot_row, stream);
+  h.dev.weights = upload(comm, h.weights, stream);
+  h.dev.gather_index = upload(comm, h.recv.gather_index, stream);
+  h.dev.return_row = upload(comm, h.recv.return_row, stream);
+  h.dev.row_weight = upload(comm, h.recv.row_weight, stream);
   const size_t rows = h.recv.rows();
   // The exchange buffers serve every later call too. Sent: tokens (dispatch, combine's
   // backward) or the expert rows going back (combine); received: tokens (combine keeps what

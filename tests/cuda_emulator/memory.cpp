@@ -320,16 +320,32 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t str
 }
 
 // The synchronous forms run on the legacy default stream (after the device's other blocking
-// streams) and return when done.
+// streams). As the CUDA runtime documents ("API synchronization behavior"), only some of them
+// return when done: a copy from pageable host memory to the device returns once the source is
+// staged (the legacy stream's earlier work done first), a copy between device buffers and a
+// memset of device memory return at once. Work on a non-blocking stream is not ordered after
+// them; a late_write() lands them later than such work usually runs, so a caller that does not
+// synchronise sees the old bytes here as it may on a GPU.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  Stream* legacy = find_stream(cudaStreamLegacy);
+  const Kind from = lookup(src).kind, to = lookup(dst).kind;
+  const bool to_device = to == Kind::device;
+  const bool early = to_device && (from == Kind::unregistered || from == Kind::device);
+  if (early && legacy) {
+    if (from == Kind::unregistered) drain(*legacy);
+    late_write(*legacy);
+  }
   cudaError_t e = copy_async(dst, src, bytes, kind, cudaStreamLegacy);
-  if (e == cudaSuccess) drain(*find_stream(cudaStreamLegacy));
+  if (e == cudaSuccess && !early) drain(*find_stream(cudaStreamLegacy));
   return e;
 }
 
 cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  Stream* legacy = find_stream(cudaStreamLegacy);
+  const bool early = lookup(dst).kind == Kind::device;
+  if (early && legacy) late_write(*legacy);
   cudaError_t e = set_async(dst, value, bytes, cudaStreamLegacy);
-  if (e == cudaSuccess) drain(*find_stream(cudaStreamLegacy));
+  if (e == cudaSuccess && !early) drain(*find_stream(cudaStreamLegacy));
   return e;
 }
 

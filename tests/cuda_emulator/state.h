@@ -32,6 +32,9 @@ int stream_device(const Stream& s);
 void enqueue_on(Stream& s, std::function<void()> work);
 // Blocks until s has run everything enqueued so far.
 void drain(Stream& s);
+// Holds s for one more operation delay, so that the copy or memset queued next on it lands after
+// work a non-blocking stream is given meanwhile (a DMA still in flight when the call returned).
+void late_write(Stream& s);
 
 // Memory: kinds as the driver reports them.
 enum class Kind { unregistered, pinned, device, managed };

@@ -162,6 +162,13 @@ void enqueue_on(Stream& s, std::function<void()> work) {
   });
 }
 
+void late_write(Stream& s) {
+  // One more delay: the write lands after work a non-blocking stream got at the same time (each
+  // item waits one delay), without slowing every test that uploads its inputs much.
+  const auto hold = op_delay();
+  enqueue_on(s, [hold] { std::this_thread::sleep_for(hold); });
+}
+
 void drain(Stream& s) {
   std::unique_lock<std::mutex> lock(s.mutex);
   const uint64_t target = s.enqueued;

@@ -81,6 +81,32 @@ TEST(CudaEmulator, PageableCopiesFollowTheRuntimesRules) {
   cudaStreamDestroy(s);
 }
 
+// The runtime's "API synchronization behavior": cudaMemcpy from pageable memory to the device,
+// between device buffers, and cudaMemset of device memory may return before the bytes land (an
+// H100 showed tests and weft itself reading them too early from a non-blocking stream); a copy
+// into pageable memory returns when done.
+TEST(CudaEmulator, SynchronousCopiesToTheDeviceAndMemsetsMayReturnEarly) {
+  void* d;
+  void* e;
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&d, 16));
+  ASSERT_EQ(cudaSuccess, cudaMalloc(&e, 16));
+  std::vector<char> src(16, 5), dst(16, 0);
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(d, src.data(), 16, cudaMemcpyHostToDevice));
+  EXPECT_EQ(cudaErrorNotReady, cudaStreamQuery(cudaStreamLegacy)) << "pageable to device";
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(e, d, 16, cudaMemcpyDeviceToDevice));
+  EXPECT_EQ(cudaErrorNotReady, cudaStreamQuery(cudaStreamLegacy)) << "device to device";
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(dst.data(), e, 16, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(cudaSuccess, cudaStreamQuery(cudaStreamLegacy)) << "device to pageable";
+  EXPECT_EQ(5, dst[15]);
+  ASSERT_EQ(cudaSuccess, cudaMemset(d, 7, 16));
+  EXPECT_EQ(cudaErrorNotReady, cudaStreamQuery(cudaStreamLegacy)) << "memset";
+  ASSERT_EQ(cudaSuccess, cudaDeviceSynchronize());
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(dst.data(), d, 16, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(7, dst[0]);
+  cudaFree(d);
+  cudaFree(e);
+}
+
 TEST(CudaEmulator, EventsAndCrossStreamWaits) {
   cudaStream_t a, b;
   ASSERT_EQ(cudaSuccess, cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));

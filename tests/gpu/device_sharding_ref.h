@@ -237,7 +237,12 @@ struct Piece {
       }
     }
   }
-  void upload() const { cudaMemcpy(dev, image.data(), bytes, cudaMemcpyHostToDevice); }
+  // Settled before returning: cudaMemcpy from pageable memory returns before the bytes land, and
+  // the tests' user streams are non-blocking (not ordered after it).
+  void upload() const {
+    cudaMemcpy(dev, image.data(), bytes, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+  }
   // The device buffer's bytes, read on the test's own non-blocking stream.
   std::vector<unsigned char> download() const {
     std::vector<unsigned char> out(bytes);

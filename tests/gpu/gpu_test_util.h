@@ -54,7 +54,11 @@ class DeviceBuffer {
     return static_cast<T*>(ptr_);
   }
   size_t size() const { return bytes_; }
-  void upload(const void* host) const { cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice); }
+  // Settled before returning (cudaMemcpy from pageable memory returns before the bytes land).
+  void upload(const void* host) const {
+    cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+  }
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> out(bytes_);
     cudaMemcpy(out.data(), ptr_, bytes_, cudaMemcpyDeviceToHost);

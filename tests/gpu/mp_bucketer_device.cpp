@@ -114,6 +114,7 @@ void run(const Case& c, int rank, int size, weft_comm_t comm) {
       }
       if (dev[g]) CUDA_OK(cudaMemcpy(dev[g], host[g].data(), sizes[g] * esize, cudaMemcpyHostToDevice));
     }
+    CUDA_OK(cudaDeviceSynchronize());  // cudaMemcpy from pageable memory may return before the bytes land
     for (size_t g = 0; g < n; ++g) {
       WEFT_OK(weft_bucketer_mark_ready(b, g, views[g].data, dev[g] ? stream : nullptr));
     }

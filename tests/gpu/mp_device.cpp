@@ -103,6 +103,9 @@ void run(const DeviceCase& c, Mode mode, cudaStream_t stream) {
   cudaMemcpy(ds, c.send.data(), c.send.size(), cudaMemcpyHostToDevice);
   cudaMemset(dr, 0, recv_bytes + 1);
   if (c.in_place) cudaMemcpy(dr, ds, std::min(c.send.size(), recv_bytes), cudaMemcpyDeviceToDevice);
+  // These may still be landing: cudaMemcpy from pageable memory or between device buffers and
+  // cudaMemset return early, and nothing orders the non-blocking user stream after them.
+  cudaDeviceSynchronize();
   weft_request_t req = nullptr;
   void* s = mode == Mode::null_stream ? nullptr : stream;
   weft_status_t st = c.call({ds, dr}, s, mode == Mode::request ? &req : nullptr);
@@ -188,6 +191,7 @@ void uneven_p2p_then_collectives(size_t n, cudaStream_t stream) {
   void* d = nullptr;
   cudaMalloc(&d, n * 4 + 1);
   cudaMemcpy(d, data.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaDeviceSynchronize();  // the copy may still be landing (see run())
   weft_status_t st = WEFT_OK;
   if (g.rank == 0) st = weft_send(d, n, WEFT_FLOAT32, 1, g.comm, stream, nullptr);
   if (g.rank == 1) st = weft_recv(d, n, WEFT_FLOAT32, 0, g.comm, stream, nullptr);
@@ -225,6 +229,7 @@ void split_then_collective(cudaStream_t stream) {
     cudaMalloc(&d, 4);
     const float mine = static_cast<float>(g.rank + 1);
     cudaMemcpy(d, &mine, 4, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();  // the copy may still be landing (see run())
     st = weft_allreduce(d, d, 1, WEFT_FLOAT32, WEFT_SUM, child, stream, nullptr);
     cudaStreamSynchronize(stream);
     cudaMemcpy(&got, d, 4, cudaMemcpyDeviceToHost);

@@ -144,6 +144,7 @@ void* to_device(const void* p, size_t bytes) {
   void* d = nullptr;
   CUDA_OK(cudaMalloc(&d, bytes + 16));
   if (bytes) CUDA_OK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());  // the copy may still be landing; the test's stream is non-blocking
   return d;
 }
 

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -302,6 +304,44 @@ TEST_P(DeviceApi, AbortFailsLaterDeviceCalls) {
   std::thread t([&] { EXPECT_EQ(WEFT_OK, weft_comm_abort(comm_)); });
   t.join();
   EXPECT_EQ(WEFT_ERR_ABORTED, weft_allreduce(d.get(), d.get(), 16, WEFT_FLOAT32, WEFT_SUM, comm_, nullptr, nullptr));
+}
+
+// Send and receive buffers side by side in one allocation, as a caching allocator hands out
+// tensors, in both orders: the second starts exactly where the first ends. Staging must keep
+// them apart (core/device/mirror.cpp: an MoE dispatch received stale rows on an H100 when the
+// receive buffer began at the end of the send buffer's pinned copy).
+TEST_P(DeviceApi, AdjacentBuffersOfOneAllocation) {
+  const size_t n = 1024;
+  const std::vector<float> in = iota(n, 3.0f);
+  DeviceBuffer both(2 * n * 4);
+  ASSERT_TRUE(both.get());
+  for (bool send_first : {true, false}) {
+    float* s = both.get<float>() + (send_first ? 0 : n);
+    float* r = both.get<float>() + (send_first ? n : 0);
+    std::vector<float> init(2 * n, -1.0f);
+    std::copy(in.begin(), in.end(), init.begin() + (send_first ? 0 : n));
+    auto received = [&] {
+      const std::vector<float> all = download_f32(both);
+      return std::vector<float>(all.begin() + (send_first ? n : 0), all.begin() + (send_first ? 2 * n : n));
+    };
+    const std::string order = send_first ? " (send first)" : " (receive first)";
+    size_t counts[1] = {n}, displs[1] = {0};
+    const std::vector<std::pair<const char*, std::function<weft_status_t()>>> calls = {
+        {"allreduce", [&] { return weft_allreduce(s, r, n, WEFT_FLOAT32, WEFT_SUM, comm_, nullptr, nullptr); }},
+        {"allgather", [&] { return weft_allgather(s, r, n, WEFT_FLOAT32, comm_, nullptr, nullptr); }},
+        {"allgatherv", [&] { return weft_allgatherv(s, n, r, counts, displs, WEFT_FLOAT32, comm_, nullptr, nullptr); }},
+        {"alltoall", [&] { return weft_alltoall(s, r, n, WEFT_FLOAT32, comm_, nullptr, nullptr); }},
+        {"alltoallv",
+         [&] { return weft_alltoallv(s, counts, displs, r, counts, displs, WEFT_FLOAT32, comm_, nullptr, nullptr); }},
+        {"gather", [&] { return weft_gather(s, r, n, WEFT_FLOAT32, 0, comm_, nullptr, nullptr); }},
+        {"scatter", [&] { return weft_scatter(s, r, n, WEFT_FLOAT32, 0, comm_, nullptr, nullptr); }},
+    };
+    for (const auto& [name, call] : calls) {
+      both.upload(init.data());
+      ASSERT_EQ(WEFT_OK, call()) << name << order << ": " << weft_last_error();
+      EXPECT_EQ(in, received()) << name << order;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, DeviceApi, ::testing::Values(false, true),

@@ -76,14 +76,24 @@ NcclStart NcclCommunicator::split(int color, int key, std::chrono::milliseconds 
     r = handle_ ? api_.CommSplit(handle_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot.get(), &config)
                 : ncclInvalidUsage;
   }
-  if (r == ncclInProgress) {
+  // Over when the parent's state leaves ncclInProgress and, for a rank with a color, the handle
+  // is written. Both are waited for: NCCL 2.28.3 (on an H100) answered ncclSuccess at once and
+  // wrote the handle later from its thread, which polling the parent completes.
+  auto pending = [&] {
+    return r == ncclInProgress || (r == ncclSuccess && color >= 0 && !__atomic_load_n(slot.get(), __ATOMIC_ACQUIRE));
+  };
+  if (pending()) {
     const Clock::time_point until = Clock::now() + timeout;
     Backoff backoff;
-    while ((r = async_error()) == ncclInProgress) {
+    for (;;) {
+      r = async_error();
+      if (!pending()) break;
       if (stop() || Clock::now() >= until) {
         const bool aborted = stop();
         abort();
         if (ncclComm_t h = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE)) api_.CommAbort(h);
+        // NCCL's thread may still hold the slot's address: it stays allocated (8 bytes, once).
+        (void)slot.release();
         throw Error(aborted ? Status::aborted : Status::timeout,
                     format("ncclCommSplit %s; the NCCL communicator was aborted",
                            aborted ? "aborted by weft_comm_abort"
@@ -94,12 +104,15 @@ NcclStart NcclCommunicator::split(int color, int key, std::chrono::milliseconds 
     }
   }
   ncclComm_t handle = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE);
-  if (r == ncclSuccess && color >= 0 && !handle) r = ncclInternalError;  // "done" but no communicator
   std::string stopped;
   if (r == ncclSuccess && handle) r = wait_ready(api_, handle, timeout, stop, &stopped);
   NcclStart start;
   start.ok = r == ncclSuccess;
-  if (!start.ok) start.why = "ncclCommSplit: " + (stopped.empty() ? nccl_error_text(api_, r) : stopped);
+  if (!start.ok) {
+    const char* last = api_.GetLastError(handle);  // NCCL ignores the argument (nccl.h)
+    start.why = "ncclCommSplit: " + (stopped.empty() ? nccl_error_text(api_, r) : stopped) +
+                (last && *last ? format(" (%s)", last) : std::string());
+  }
   if (handle) start.comm.reset(new NcclCommunicator(api_, handle, timeout));
   return start;
 }
