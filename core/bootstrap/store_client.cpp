@@ -219,7 +219,11 @@ struct StoreClient::Impl {
     return static_cast<ReplyStatus>(st);
   }
 
-  void handshake(const std::string& secret, Clock::time_point deadline) {
+  // Authenticates on fd. Returns false, with *closed_why set and fd closed, when the server
+  // ends the connection before answering: a store at its connection limit closes new
+  // connections at once, so the caller connects again until its deadline. Throws for a refusal,
+  // a timeout or another I/O error.
+  bool handshake(const std::string& secret, Clock::time_point deadline, std::string* closed_why) {
     std::string hello(wire::kMagic, sizeof(wire::kMagic));
     wire::put_u32(hello, wire::kProtocolVersion);
     wire::put_bytes(hello, secret);
@@ -227,12 +231,18 @@ struct StoreClient::Impl {
     std::string timeout_msg =
         format("the store at %s accepted the connection but did not answer the handshake in time", where.c_str());
     Io io = send_all(fd.get(), hello.data(), hello.size(), deadline, &err);
-    if (io != Io::ok) io_failed(io, err, "authenticating", Status::timeout, timeout_msg);
     char answer[4];
-    io = recv_exact(fd.get(), answer, sizeof(answer), deadline, &err);
+    if (io == Io::ok) io = recv_exact(fd.get(), answer, sizeof(answer), deadline, &err);
+    if (io == Io::closed) {
+      *closed_why = format("the store closed the connection before answering the handshake%s%s (at its "
+                           "connection limit, WEFT_STORE_MAX_CONNECTIONS?)",
+                           err ? ": " : "", err ? std::strerror(err) : "");
+      fd.reset();
+      return false;
+    }
     if (io != Io::ok) io_failed(io, err, "authenticating", Status::timeout, timeout_msg);
     uint32_t st = wire::load_u32(answer);
-    if (st == static_cast<uint32_t>(wire::HandshakeStatus::welcome)) return;
+    if (st == static_cast<uint32_t>(wire::HandshakeStatus::welcome)) return true;
     fd.reset();
     if (st == static_cast<uint32_t>(wire::HandshakeStatus::secret_refused)) {
       broken = format("job secret refused by the store at %s", where.c_str());
@@ -282,7 +292,11 @@ StoreClient::StoreClient(const std::string& host, uint16_t port, const std::stri
       ++attempts;
       last_error = format("cannot resolve '%s': %s", host.c_str(), err.c_str());
     }
-    if (s.fd.valid()) break;
+    // A server that accepted the connection gets at least a second to answer the handshake,
+    // even when the connection came just before the deadline.
+    if (s.fd.valid() && s.handshake(secret, std::max(deadline, Clock::now() + std::chrono::seconds(1)), &last_error)) {
+      break;
+    }
     Clock::time_point now = Clock::now();
     if (now >= deadline) {
       fail(Status::timeout, "could not connect to the store at %s within %lld ms (%d attempts; last error: %s)",
@@ -291,9 +305,6 @@ StoreClient::StoreClient(const std::string& host, uint16_t port, const std::stri
     std::this_thread::sleep_for(std::min(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::duration_cast<Clock::duration>(kMaxBackoff));
   }
-  // A server that accepted the connection gets at least a second to answer the handshake,
-  // even when the connection came just before the deadline.
-  s.handshake(secret, std::max(deadline, Clock::now() + std::chrono::seconds(1)));
   log(LogLevel::trace, "store client: connected to %s", s.where.c_str());
 }
 

@@ -1,4 +1,6 @@
-// The store server: one background thread multiplexing every connection with poll().
+// The store server: one background thread multiplexing every connection with poll() and
+// non-blocking sockets. Decoding is wire::next_step (store_wire.h), a pure function of the
+// buffered bytes; this file owns sockets, deadlines, limits and the key-value state.
 //
 // Each connection has its own input buffer, so frames may arrive in any number of pieces;
 // nothing is parsed until a whole frame is buffered, and the frame length is checked against
@@ -37,13 +39,16 @@ using Clock = std::chrono::steady_clock;
 using wire::Op;
 using wire::ReplyStatus;
 
-// A connection that has not authenticated within this long is dropped.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(60);
 // Longest wait a request may ask for (keeps deadline arithmetic far from overflow).
 constexpr uint64_t kMaxRequestTimeoutMs = 7ull * 24 * 3600 * 1000;
 // Read at most this much from one connection per poll round, so one sender cannot starve others.
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadBudget = 1 << 20;
+// Accept at most this many connections per poll round, so a connection flood cannot keep the
+// thread in accept() while established clients wait.
+constexpr int kAcceptBurst = 64;
+// A frame's deadline grows by one second per MiB: large values get a floor of 1 MiB/s.
+constexpr uint64_t kFrameBytesPerSecond = 1u << 20;
 
 struct Conn {
   uint64_t id = 0;
@@ -53,8 +58,12 @@ struct Conn {
   Clock::time_point handshake_deadline;
 
   std::string in;          // received, not yet consumed
+  bool frame_pending = false;  // authenticated, and part of a frame is in `in`
+  Clock::time_point frame_started, frame_deadline;
+
   std::string out;         // queued reply bytes
   size_t out_sent = 0;     // bytes of `out` already written
+  Clock::time_point write_progress;  // when `out` last shrank (or began to wait)
   bool close_after_flush = false;
   bool closed = false;
 
@@ -64,18 +73,25 @@ struct Conn {
   std::vector<std::string> parked_keys;
   std::string parked_on;   // the missing key it is registered under in waiters_
   Clock::time_point parked_deadline;
+
+  size_t queued() const { return out.size() - out_sent; }
 };
+
+long long count_ms(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
 
 }  // namespace
 
 struct StoreServer::Impl {
   std::string secret;
+  StoreLimits limits;
   std::string where;  // "addr:port" for logs
   Fd listen_fd;
   Fd wake_read, wake_write;
   uint16_t port = 0;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> rejected{0};
+  std::atomic<uint64_t> over_limit{0};
+  std::atomic<size_t> open{0};
   std::thread thread;
 
   // Everything below is touched only by the server thread.
@@ -85,6 +101,7 @@ struct StoreServer::Impl {
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
   std::deque<uint64_t> runnable;  // connections unparked with input possibly still buffered
   Clock::time_point accept_paused_until{};
+  bool limit_logged = false;
 
   void run();
   void loop();
@@ -99,13 +116,20 @@ struct StoreServer::Impl {
       close_conn(c);
     }
   }
-  void accept_all();
+  // Whether c's input is read now: not while it waits for keys (replies stay in order), is
+  // closing, or has more reply bytes queued than max_queued_output (a client that reads
+  // nothing cannot make the server buffer without bound).
+  bool reading(const Conn& c) const {
+    return !c.closed && !c.parked && !c.close_after_flush && c.queued() <= limits.max_queued_output;
+  }
+  void accept_some();
   void on_readable(Conn& c);
   void on_writable(Conn& c);
   void on_eof(Conn& c);
   void process_input(Conn& c);
-  bool process_handshake(Conn& c);
-  void process_frame(Conn& c, const char* data, size_t size);
+  void note_partial(Conn& c, uint32_t frame_length);
+  void answer_handshake(Conn& c, const wire::Step& step);
+  void dispatch(Conn& c, wire::Request req);
   void handle_set(Conn& c, std::string key, std::string value);
   void handle_add(Conn& c, const std::string& key, int64_t delta);
   void handle_get(Conn& c, std::string key, uint64_t timeout_ms);
@@ -126,9 +150,14 @@ struct StoreServer::Impl {
 };
 
 StoreServer::StoreServer(const std::string& bind_addr, uint16_t port, std::string secret)
+    : StoreServer(bind_addr, port, std::move(secret), StoreLimits::from_env()) {}
+
+StoreServer::StoreServer(const std::string& bind_addr, uint16_t port, std::string secret, const StoreLimits& limits)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.secret = std::move(secret);
+  s.limits = limits;
+  if (s.limits.max_connections == 0) fail(Status::invalid_argument, "store: max_connections must be at least 1");
   if (s.secret.size() > wire::kMaxSecret) {
     fail(Status::invalid_argument, "store secret is %zu bytes; the limit is %u", s.secret.size(),
          wire::kMaxSecret);
@@ -168,7 +197,7 @@ StoreServer::StoreServer(const std::string& bind_addr, uint16_t port, std::strin
   s.wake_read.reset(pipefd[0]);
   s.wake_write.reset(pipefd[1]);
   s.thread = std::thread([&s] { s.run(); });
-  log(LogLevel::info, "store: listening on %s", s.where.c_str());
+  log(LogLevel::info, "store: listening on %s (at most %zu connections)", s.where.c_str(), s.limits.max_connections);
 }
 
 StoreServer::~StoreServer() {
@@ -186,6 +215,12 @@ uint16_t StoreServer::port() const { return impl_->port; }
 
 uint64_t StoreServer::rejected_connections() const { return impl_->rejected.load(); }
 
+uint64_t StoreServer::refused_over_limit() const { return impl_->over_limit.load(); }
+
+size_t StoreServer::open_connections() const { return impl_->open.load(); }
+
+const StoreLimits& StoreServer::limits() const { return impl_->limits; }
+
 void StoreServer::Impl::run() {
   try {
     loop();
@@ -194,6 +229,7 @@ void StoreServer::Impl::run() {
   }
   // Waiting clients see the connection close at once instead of running into their deadlines.
   conns.clear();
+  open.store(0);
   listen_fd.reset();
 }
 
@@ -211,12 +247,16 @@ void StoreServer::Impl::loop() {
     if (!accepting) next_deadline = std::min(next_deadline, accept_paused_until);
     for (auto& [id, c] : conns) {
       short events = POLLRDHUP;
-      // A parked connection reads nothing more (replies stay ordered) but still notices hangup.
-      if (!c.parked && !c.close_after_flush) events |= POLLIN;
-      if (c.out_sent < c.out.size()) events |= POLLOUT;
+      if (reading(c)) events |= POLLIN;
+      if (c.queued() > 0) {
+        events |= POLLOUT;
+        next_deadline = std::min(next_deadline, c.write_progress + limits.write_timeout);
+      }
       fds.push_back({c.fd.get(), events, 0});
       ids.push_back(id);
       if (!c.authenticated) next_deadline = std::min(next_deadline, c.handshake_deadline);
+      // A frame's deadline runs only while its connection is read.
+      if (c.frame_pending && reading(c)) next_deadline = std::min(next_deadline, c.frame_deadline);
       if (c.parked) next_deadline = std::min(next_deadline, c.parked_deadline);
     }
     int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(next_deadline));
@@ -231,7 +271,7 @@ void StoreServer::Impl::loop() {
       }
       if (stop.load()) break;
     }
-    if (fds[1].fd >= 0 && (fds[1].revents & POLLIN)) accept_all();
+    if (fds[1].fd >= 0 && (fds[1].revents & POLLIN)) accept_some();
     for (size_t i = 0; i < ids.size(); ++i) {
       short re = fds[i + 2].revents;
       if (!re) continue;
@@ -239,16 +279,16 @@ void StoreServer::Impl::loop() {
       if (it == conns.end()) continue;
       Conn& c = it->second;
       guarded(c, [&] {
+        const bool was_reading = (fds[i + 2].events & POLLIN) != 0;
         if (re & POLLOUT) on_writable(c);
         if (c.closed) return;
-        bool reading = !c.parked && !c.close_after_flush;
-        if (reading && (re & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))) {
+        // Output drained below max_queued_output: requests it sent meanwhile may be buffered.
+        if (!was_reading && reading(c) && !c.in.empty()) runnable.push_back(c.id);
+        if (was_reading && reading(c) && (re & (POLLIN | POLLHUP | POLLERR | POLLRDHUP))) {
           on_readable(c);
-        } else if (!reading && (re & (POLLHUP | POLLERR | POLLRDHUP))) {
-          // Parked or closing, and the peer hung up: it will never read the answer.
-          if (c.parked) {
-            log(LogLevel::trace, "store %s: %s hung up while waiting", where.c_str(), c.peer.c_str());
-          }
+        } else if (!reading(c) && (re & (POLLHUP | POLLERR | POLLRDHUP))) {
+          // Parked, closing or backed up, and the peer hung up: it will never read the answer.
+          log(LogLevel::trace, "store %s: %s hung up while not being read", where.c_str(), c.peer.c_str());
           close_conn(c);
         }
       });
@@ -258,7 +298,7 @@ void StoreServer::Impl::loop() {
       uint64_t id = runnable.front();
       runnable.pop_front();
       auto it = conns.find(id);
-      if (it != conns.end() && !it->second.closed && !it->second.parked) {
+      if (it != conns.end() && reading(it->second)) {
         guarded(it->second, [&] { process_input(it->second); });
       }
     }
@@ -272,8 +312,8 @@ void StoreServer::Impl::loop() {
   }
 }
 
-void StoreServer::Impl::accept_all() {
-  for (;;) {
+void StoreServer::Impl::accept_some() {
+  for (int n = 0; n < kAcceptBurst; ++n) {
     sockaddr_in addr{};
     socklen_t len = sizeof(addr);
     int fd = ::accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), &len,
@@ -287,6 +327,18 @@ void StoreServer::Impl::accept_all() {
       }
       return;  // EAGAIN: accepted everything pending
     }
+    if (open.load() >= limits.max_connections) {
+      // Closed before a byte is read: the client sees the connection end during its
+      // handshake and retries until its deadline, while the clients already in are served.
+      ::close(fd);
+      over_limit.fetch_add(1);
+      log(limit_logged ? LogLevel::trace : LogLevel::info,
+          "store %s: %zu connections open, the limit (WEFT_STORE_MAX_CONNECTIONS); closing %s and every further "
+          "connection until some end (logged once; later ones at trace)",
+          where.c_str(), limits.max_connections, address_string(addr).c_str());
+      limit_logged = true;
+      continue;
+    }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     uint64_t id = next_id++;
@@ -294,7 +346,8 @@ void StoreServer::Impl::accept_all() {
     c.id = id;
     c.fd.reset(fd);
     c.peer = address_string(addr);
-    c.handshake_deadline = Clock::now() + kHandshakeTimeout;
+    c.handshake_deadline = Clock::now() + limits.handshake_timeout;
+    open.fetch_add(1);
     log(LogLevel::trace, "store %s: connection from %s", where.c_str(), c.peer.c_str());
   }
 }
@@ -302,7 +355,7 @@ void StoreServer::Impl::accept_all() {
 void StoreServer::Impl::on_readable(Conn& c) {
   size_t budget = kReadBudget;
   char buf[kReadChunk];
-  while (budget > 0 && !c.closed && !c.parked && !c.close_after_flush) {
+  while (budget > 0 && reading(c)) {
     ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
     if (n > 0) {
       c.in.append(buf, static_cast<size_t>(n));
@@ -341,6 +394,7 @@ void StoreServer::Impl::on_writable(Conn& c) {
     ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_sent += static_cast<size_t>(n);
+      c.write_progress = Clock::now();
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -357,6 +411,12 @@ void StoreServer::Impl::on_writable(Conn& c) {
 
 void StoreServer::Impl::queue(Conn& c, const std::string& bytes) {
   if (c.closed) return;
+  if (c.queued() == 0) {
+    c.write_progress = Clock::now();  // the write deadline starts with the first waiting byte
+  } else if (c.out_sent > 0) {
+    c.out.erase(0, c.out_sent);  // keep only unsent bytes: a slow reader cannot grow `out`
+    c.out_sent = 0;
+  }
   c.out += bytes;
   on_writable(c);  // usually goes out at once; otherwise POLLOUT finishes it
 }
@@ -368,6 +428,9 @@ void StoreServer::Impl::close_conn(Conn& c) {
   c.fd.reset();
   c.in.clear();
   c.out.clear();
+  c.out_sent = 0;
+  c.frame_pending = false;
+  open.fetch_sub(1);
 }
 
 void StoreServer::Impl::reject(Conn& c, const std::string& why, const std::string& farewell) {
@@ -376,139 +439,74 @@ void StoreServer::Impl::reject(Conn& c, const std::string& why, const std::strin
   log(LogLevel::warn, "store %s: rejecting connection from %s: %s", where.c_str(), c.peer.c_str(),
       why.c_str());
   c.in.clear();
+  c.frame_pending = false;
   if (!farewell.empty()) {
     c.close_after_flush = true;
     queue(c, farewell);  // closes the connection once written
-    if (c.closed || c.out_sent < c.out.size()) return;
+    if (c.closed || c.queued() > 0) return;
   }
   close_conn(c);
 }
 
 void StoreServer::Impl::process_input(Conn& c) {
-  while (!c.closed && !c.parked && !c.close_after_flush) {
-    if (!c.authenticated) {
-      if (!process_handshake(c)) return;
-      continue;
+  while (reading(c)) {
+    wire::Step step = wire::next_step(c.in, c.authenticated, secret);
+    switch (step.kind) {
+      case wire::Step::Kind::need_more:
+        note_partial(c, step.frame_length);
+        return;
+      case wire::Step::Kind::refuse:
+        reject(c, step.error);
+        return;
+      case wire::Step::Kind::handshake:
+        c.in.erase(0, step.consumed);
+        answer_handshake(c, step);
+        break;
+      case wire::Step::Kind::request:
+        c.in.erase(0, step.consumed);
+        c.frame_pending = false;  // the next frame's deadline starts with its first byte
+        dispatch(c, std::move(step.request));
+        break;
     }
-    if (c.in.size() < 4) return;
-    uint32_t len = wire::load_u32(c.in.data());
-    if (len == 0) {
-      reject(c, "sent an empty frame (no op code)");
-      return;
-    }
-    if (len > kMaxFrame) {
-      reject(c, format("announced a frame of %u bytes; the limit is %u", len, kMaxFrame));
-      return;
-    }
-    if (c.in.size() - 4 < len) return;  // wait for the rest of the frame
-    // Copy the frame out so handlers may append to buffers freely.
-    std::string frame = c.in.substr(4, len);
-    c.in.erase(0, 4 + static_cast<size_t>(len));
-    process_frame(c, frame.data(), frame.size());
   }
 }
 
-bool StoreServer::Impl::process_handshake(Conn& c) {
-  size_t have = std::min(c.in.size(), sizeof(wire::kMagic));
-  if (std::memcmp(c.in.data(), wire::kMagic, have) != 0) {
-    reject(c, "bad magic: not a weft store client");
-    return false;
+void StoreServer::Impl::note_partial(Conn& c, uint32_t frame_length) {
+  // Before authentication the handshake deadline covers a partial handshake.
+  if (!c.authenticated || c.in.empty()) {
+    c.frame_pending = false;
+    return;
   }
-  if (c.in.size() < wire::kHandshakeHeader) return false;
-  uint32_t version = wire::load_u32(c.in.data() + 8);
-  uint32_t secret_len = wire::load_u32(c.in.data() + 12);
-  if (version != wire::kProtocolVersion) {
-    std::string r;
-    wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::version_refused));
-    reject(c, format("speaks store protocol version %u; this store speaks version %u", version,
-                     wire::kProtocolVersion),
-           r);
-    return false;
+  if (!c.frame_pending) {
+    c.frame_pending = true;
+    c.frame_started = Clock::now();
+    c.frame_deadline = c.frame_started + limits.frame_timeout;
   }
-  if (secret_len > wire::kMaxSecret) {
-    reject(c, format("announced a secret of %u bytes; the limit is %u", secret_len, wire::kMaxSecret));
-    return false;
+  if (frame_length > 0) {
+    c.frame_deadline = c.frame_started + limits.frame_timeout +
+                       std::chrono::seconds(frame_length / kFrameBytesPerSecond);
   }
-  if (c.in.size() < wire::kHandshakeHeader + secret_len) return false;
-  std::string_view offered(c.in.data() + wire::kHandshakeHeader, secret_len);
-  bool good = wire::constant_time_equal(offered, secret);
-  c.in.erase(0, wire::kHandshakeHeader + secret_len);
+}
+
+void StoreServer::Impl::answer_handshake(Conn& c, const wire::Step& step) {
   std::string r;
-  if (!good) {
-    wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::secret_refused));
-    reject(c, "wrong job secret", r);
-    return false;
+  wire::put_u32(r, static_cast<uint32_t>(step.answer));
+  if (step.answer != wire::HandshakeStatus::welcome) {
+    reject(c, step.error, r);
+    return;
   }
-  wire::put_u32(r, static_cast<uint32_t>(wire::HandshakeStatus::welcome));
   c.authenticated = true;
   queue(c, r);
   log(LogLevel::trace, "store %s: %s authenticated", where.c_str(), c.peer.c_str());
-  return !c.closed;
 }
 
-void StoreServer::Impl::process_frame(Conn& c, const char* data, size_t size) {
-  wire::Reader r(data, size);
-  uint8_t op_byte = 0;
-  r.u8(op_byte);
-  Op op = static_cast<Op>(op_byte);
-  auto finish = [&](const char* what) {
-    if (!r.ok()) {
-      reject(c, format("malformed %s request: %s", what, r.error().c_str()));
-      return false;
-    }
-    if (r.remaining() != 0) {
-      reject(c, format("malformed %s request: %zu unexpected bytes after its fields", what, r.remaining()));
-      return false;
-    }
-    return true;
-  };
-  switch (op) {
-    case Op::set: {
-      std::string key, value;
-      r.bytes(key, kMaxKey, "key");
-      r.bytes(value, kMaxFrame, "value");
-      if (finish("SET")) handle_set(c, std::move(key), std::move(value));
-      return;
-    }
-    case Op::get: {
-      uint64_t timeout_ms = 0;
-      std::string key;
-      r.u64(timeout_ms);
-      r.bytes(key, kMaxKey, "key");
-      if (finish("GET")) handle_get(c, std::move(key), timeout_ms);
-      return;
-    }
-    case Op::add: {
-      std::string key;
-      uint64_t delta = 0;
-      r.bytes(key, kMaxKey, "key");
-      r.u64(delta);
-      if (finish("ADD")) handle_add(c, key, static_cast<int64_t>(delta));
-      return;
-    }
-    case Op::wait: {
-      uint64_t timeout_ms = 0;
-      uint32_t count = 0;
-      r.u64(timeout_ms);
-      r.u32(count);
-      std::vector<std::string> keys;
-      // Each key takes at least its 4-byte length: a count the frame cannot hold is refused
-      // before anything is reserved for it.
-      if (r.ok() && count > r.remaining() / 4) {
-        reject(c, format("malformed WAIT request: %u keys cannot fit in the %zu bytes left", count,
-                         r.remaining()));
-        return;
-      }
-      keys.reserve(count);
-      for (uint32_t i = 0; i < count && r.ok(); ++i) {
-        keys.emplace_back();
-        r.bytes(keys.back(), kMaxKey, "key");
-      }
-      if (finish("WAIT")) handle_wait(c, std::move(keys), timeout_ms);
-      return;
-    }
+void StoreServer::Impl::dispatch(Conn& c, wire::Request req) {
+  switch (req.op) {
+    case Op::set: handle_set(c, std::move(req.key), std::move(req.value)); return;
+    case Op::get: handle_get(c, std::move(req.key), req.timeout_ms); return;
+    case Op::add: handle_add(c, req.key, req.delta); return;
+    case Op::wait: handle_wait(c, std::move(req.keys), req.timeout_ms); return;
   }
-  reject(c, format("unknown op code %u", static_cast<unsigned>(op_byte)));
 }
 
 void StoreServer::Impl::reply(Conn& c, ReplyStatus status, const std::string& payload) {
@@ -665,9 +663,18 @@ void StoreServer::Impl::expire_deadlines(Clock::time_point now) {
   for (auto& [id, c] : conns) {
     if (c.closed) continue;
     guarded(c, [&] {
-      if (!c.authenticated && now >= c.handshake_deadline) {
-        reject(c, format("sent no complete handshake within %lld s",
-                         static_cast<long long>(kHandshakeTimeout.count())));
+      if (c.queued() > 0 && now >= c.write_progress + limits.write_timeout) {
+        // It reads nothing: close_after_flush included, nothing more is owed to it.
+        reject(c, format("took none of its %zu queued reply bytes for %lld ms", c.queued(),
+                         count_ms(limits.write_timeout)));
+      } else if (!c.authenticated && now >= c.handshake_deadline) {
+        reject(c, format("sent no complete handshake within %lld ms (%zu bytes of it received)",
+                         count_ms(limits.handshake_timeout), c.in.size()));
+      } else if (c.frame_pending && reading(c) && now >= c.frame_deadline) {
+        reject(c, format("sent %zu bytes of a frame and not the rest within %lld ms", c.in.size(),
+                         static_cast<long long>(
+                             std::chrono::duration_cast<std::chrono::milliseconds>(c.frame_deadline - c.frame_started)
+                                 .count())));
       } else if (c.parked && now >= c.parked_deadline) {
         reply_timeout(c);
         runnable.push_back(c.id);

@@ -1,5 +1,9 @@
 #include "core/bootstrap/store_wire.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "core/bootstrap/store.h"
 #include "core/common/status.h"
 
 namespace weft::bootstrap::wire {
@@ -80,7 +84,7 @@ bool Reader::bytes(std::string& out, uint32_t max_len, const char* what) {
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
-  size_t n = a.size() > b.size() ? a.size() : b.size();
+  const size_t n = std::max<size_t>({a.size(), b.size(), kMaxSecret});
   unsigned diff = a.size() == b.size() ? 0u : 1u;
   for (size_t i = 0; i < n; ++i) {
     unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
@@ -90,6 +94,130 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   // Keep the compiler from turning the loop into an early-exit compare.
   volatile unsigned sink = diff;
   return sink == 0;
+}
+
+bool process_frame(std::string_view frame, Request* out, std::string* error) {
+  *out = Request();
+  Reader r(frame.data(), frame.size());
+  uint8_t op_byte = 0;
+  if (!r.u8(op_byte)) {
+    *error = "an empty frame (no op code)";
+    return false;
+  }
+  const char* what = nullptr;
+  switch (static_cast<Op>(op_byte)) {
+    case Op::set:
+      what = "SET";
+      r.bytes(out->key, kMaxKey, "key");
+      r.bytes(out->value, kMaxFrame, "value");
+      break;
+    case Op::get:
+      what = "GET";
+      r.u64(out->timeout_ms);
+      r.bytes(out->key, kMaxKey, "key");
+      break;
+    case Op::add: {
+      what = "ADD";
+      uint64_t delta = 0;
+      r.bytes(out->key, kMaxKey, "key");
+      r.u64(delta);
+      out->delta = static_cast<int64_t>(delta);
+      break;
+    }
+    case Op::wait: {
+      what = "WAIT";
+      uint32_t count = 0;
+      r.u64(out->timeout_ms);
+      r.u32(count);
+      // Each key takes at least its 4-byte length: a count the frame cannot hold is refused
+      // before anything is reserved for it.
+      if (r.ok() && count > r.remaining() / 4) {
+        *error = format("malformed WAIT request: %u keys cannot fit in the %zu bytes left", count, r.remaining());
+        return false;
+      }
+      out->keys.reserve(count);
+      for (uint32_t i = 0; i < count && r.ok(); ++i) {
+        out->keys.emplace_back();
+        r.bytes(out->keys.back(), kMaxKey, "key");
+      }
+      break;
+    }
+  }
+  if (!what) {
+    *error = format("unknown op code %u", static_cast<unsigned>(op_byte));
+    return false;
+  }
+  if (!r.ok()) {
+    *error = format("malformed %s request: %s", what, r.error().c_str());
+    return false;
+  }
+  if (r.remaining() != 0) {
+    *error = format("malformed %s request: %zu unexpected bytes after its fields", what, r.remaining());
+    return false;
+  }
+  out->op = static_cast<Op>(op_byte);
+  return true;
+}
+
+namespace {
+
+Step refuse(std::string why) {
+  Step s;
+  s.kind = Step::Kind::refuse;
+  s.error = std::move(why);
+  return s;
+}
+
+Step handshake_step(std::string_view in, std::string_view secret) {
+  Step s;
+  if (in.empty()) return s;
+  // The magic is checked on the bytes so far, so garbage is refused without waiting for more.
+  if (std::memcmp(in.data(), kMagic, std::min(in.size(), sizeof(kMagic))) != 0) {
+    return refuse("bad magic: not a weft store client");
+  }
+  if (in.size() < kHandshakeHeader) return s;
+  const uint32_t version = load_u32(in.data() + 8);
+  const uint32_t secret_len = load_u32(in.data() + 12);
+  if (version != kProtocolVersion) {
+    s.kind = Step::Kind::handshake;
+    s.answer = HandshakeStatus::version_refused;
+    s.consumed = kHandshakeHeader;
+    s.error = format("speaks store protocol version %u; this store speaks version %u", version, kProtocolVersion);
+    return s;
+  }
+  if (secret_len > kMaxSecret) {
+    return refuse(format("announced a secret of %u bytes; the limit is %u", secret_len, kMaxSecret));
+  }
+  if (in.size() - kHandshakeHeader < secret_len) return s;
+  s.kind = Step::Kind::handshake;
+  s.consumed = kHandshakeHeader + secret_len;
+  // Every wrong secret (other length, other bytes, empty, binary) gets the same answer after
+  // the same amount of work: nothing tells a guess that was close from one that was not.
+  if (!constant_time_equal(in.substr(kHandshakeHeader, secret_len), secret)) {
+    s.answer = HandshakeStatus::secret_refused;
+    s.error = "wrong job secret";
+  }
+  return s;
+}
+
+}  // namespace
+
+Step next_step(std::string_view in, bool authenticated, std::string_view secret) {
+  if (!authenticated) return handshake_step(in, secret);
+  Step s;
+  if (in.size() < 4) return s;
+  const uint32_t len = load_u32(in.data());
+  if (len == 0) return refuse("sent an empty frame (no op code)");
+  if (len > kMaxFrame) return refuse(format("announced a frame of %u bytes; the limit is %u", len, kMaxFrame));
+  if (in.size() - 4 < len) {
+    s.frame_length = len;  // wait for the rest of the frame
+    return s;
+  }
+  std::string why;
+  if (!process_frame(in.substr(4, len), &s.request, &why)) return refuse(std::move(why));
+  s.kind = Step::Kind::request;
+  s.consumed = 4 + static_cast<size_t>(len);
+  return s;
 }
 
 }  // namespace weft::bootstrap::wire

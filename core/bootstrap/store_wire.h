@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weft::bootstrap::wire {
 
@@ -81,7 +82,48 @@ class Reader {
   std::string error_;
 };
 
-// Compares in time that depends only on the lengths, not on where the bytes differ.
+// Compares every byte position up to max(kMaxSecret, both lengths), so for a secret of up to
+// kMaxSecret bytes the time depends neither on where the bytes differ nor on either length: an
+// attacker timing refusals learns nothing about the secret, not even its length.
 bool constant_time_equal(std::string_view a, std::string_view b);
+
+// One decoded request (the fields its op carries; the others stay empty/zero).
+struct Request {
+  Op op = Op::set;
+  std::string key;                // SET, GET, ADD
+  std::string value;              // SET
+  uint64_t timeout_ms = 0;        // GET, WAIT
+  int64_t delta = 0;              // ADD
+  std::vector<std::string> keys;  // WAIT
+};
+
+// Decodes one request frame (the bytes after its u32 length) under the limits kMaxKey and
+// kMaxFrame (store.h). Returns true and fills *out, or false with *error saying what is
+// malformed (for the server's log; the peer only sees its connection closed). Pure: no sockets,
+// nothing allocated for a length before that many bytes are known to be in the frame.
+bool process_frame(std::string_view frame, Request* out, std::string* error);
+
+// What the front of one connection's buffered input holds.
+struct Step {
+  enum class Kind {
+    need_more,  // an incomplete handshake or frame: wait for more bytes
+    handshake,  // a complete handshake: send `answer`; anything but welcome closes the connection
+    request,    // a complete, well-formed request frame
+    refuse,     // garbage: close the connection without an answer
+  };
+  Kind kind = Kind::need_more;
+  size_t consumed = 0;  // bytes of the input this step used (handshake, request)
+  HandshakeStatus answer = HandshakeStatus::welcome;
+  Request request;
+  std::string error;  // why it was refused (server log only)
+  // need_more after a frame's length arrived: that length (sizes the frame's deadline).
+  uint32_t frame_length = 0;
+};
+
+// The server's whole reading of a connection's input, socket-free: the handshake while
+// !authenticated (checked against `secret` with constant_time_equal), else the next request
+// frame (length 1..kMaxFrame, then process_frame). The server loop calls this on each
+// connection's buffer, and tests/fuzz/fuzz_store_wire.cpp feeds it arbitrary bytes.
+Step next_step(std::string_view in, bool authenticated, std::string_view secret);
 
 }  // namespace weft::bootstrap::wire
