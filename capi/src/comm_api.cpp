@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -197,7 +198,13 @@ WEFT_API weft_status_t weft_comm_local_size(weft_comm_t comm, int* local_size) {
 }
 
 WEFT_API weft_status_t weft_comm_abort(weft_comm_t comm) {
-  return guarded(__func__, [&] { lookup_comm(comm, "comm")->comm->abort(); });
+  return guarded(__func__, [&] {
+    // Own a reference: the call this abort ends returns as soon as the flag is set, and its thread
+    // may destroy the handle and the communicator while abort() still runs (a device abort takes
+    // long); TSan saw that use after free (tests/sanitizers/tsan_threads.cpp).
+    std::shared_ptr<Comm> c = lookup_comm(comm, "comm")->comm;
+    c->abort();
+  });
 }
 
 WEFT_API weft_status_t weft_comm_destroy(weft_comm_t comm) {

@@ -128,6 +128,15 @@ void ShmContext::check_waiting(Channel& ch, int waiting_for, uint64_t epoch, Clo
     return;
   }
   if (now - started < comm.config().timeout) return;
+  // As for point-to-point waits (progress.cpp): a member known to be dead explains the stall
+  // better than the live ranks that have not arrived, which are likely waiting for it too.
+  if (int dead = comm.world().first_dead_among(comm.members()); dead >= 0) {
+    comm.world().report_failure(dead);
+    int dead_rank = static_cast<int>(std::find(comm.members().begin(), comm.members().end(), dead) - comm.members().begin());
+    fail_with(Status::remote, format("not complete after %lld ms, and rank %d (%s) of this communicator is gone",
+                                     static_cast<long long>(comm.config().timeout.count()), dead_rank,
+                                     comm.world().describe_rank(dead).c_str()));
+  }
   std::string missing;
   for (int r = 0; r < segment_->nranks(); ++r) {
     if (segment_->arrival(r).load(std::memory_order_acquire) < epoch) {

@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +52,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/cuda_emulator/emulator.h"
@@ -246,8 +248,9 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (!async) *newcomm = handle;
   ncclComm_t* late_out = async ? newcomm : nullptr;
   auto work = [parent, child, color, key, j, handle, late_out] {
-    // The handle is written before the parent's state leaves ncclInProgress (callers read it
-    // once the parent says the split is over), and on the abort path too.
+    // The handle is written on the abort path too. After a split that worked it is written
+    // shortly after the parent's state left ncclInProgress: NCCL 2.28.3 on an H100 reported the
+    // split over before the handle was there, so a caller must wait for both.
     auto publish_handle = [late_out, handle] {
       if (late_out) __atomic_store_n(late_out, handle, __ATOMIC_RELEASE);
     };
@@ -291,8 +294,14 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       }
     }
     if (r != ncclSuccess) parent->set_error(r);
-    publish_handle();
+    if (!late_out) {
+      publish_handle();
+      parent->busy.fetch_sub(1);
+      return;
+    }
     parent->busy.fetch_sub(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    publish_handle();
   };
   if (async) {
     parent->busy.fetch_add(1);

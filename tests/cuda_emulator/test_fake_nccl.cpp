@@ -35,6 +35,17 @@ ncclResult_t settle(ncclComm_t c) {
 }
 
 // Accepts ncclSuccess, or ncclInProgress followed by ncclSuccess.
+// A non-blocking split's handle: written by NCCL's thread, possibly after the parent's state
+// said the split is over (as NCCL 2.28.3 did); nullptr if not within 20 s.
+ncclComm_t wait_handle(ncclComm_t* slot) {
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  ncclComm_t h = nullptr;
+  while (!(h = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) && Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return h;
+}
+
 void expect_issued(ncclResult_t r, ncclComm_t c) {
   ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r) << ": " << ncclGetLastError(c);
   if (r == ncclInProgress) {
@@ -336,7 +347,7 @@ TEST(FakeNccl, TwoRanksSplit) {
     // Same color, keys reversed: the child's ranks are the parent's, reversed.
     ncclComm_t child = nullptr;
     expect_issued(ncclCommSplit(c, 3, 10 - rank, &child, nullptr), c);
-    ASSERT_NE(nullptr, child);
+    ASSERT_NE(nullptr, wait_handle(&child));
     EXPECT_EQ(ncclSuccess, settle(child)) << ncclGetLastError(child);
     int n = 0, r = -1;
     EXPECT_EQ(ncclSuccess, ncclCommCount(child, &n));
@@ -359,7 +370,7 @@ TEST(FakeNccl, TwoRanksSplit) {
     if (rank == 1) {
       EXPECT_EQ(nullptr, solo);
     } else {
-      ASSERT_NE(nullptr, solo);
+      ASSERT_NE(nullptr, wait_handle(&solo));
       EXPECT_EQ(ncclSuccess, settle(solo));
       EXPECT_EQ(ncclSuccess, ncclCommCount(solo, &n));
       EXPECT_EQ(1, n);
