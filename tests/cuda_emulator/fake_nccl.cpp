@@ -294,7 +294,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
       }
     }
     if (r != ncclSuccess) parent->set_error(r);
-    if (!late_out) {
+    if (!late_out || !handle) {  // a rank without a color: NCCL set its NULL in the call
       publish_handle();
       parent->busy.fetch_sub(1);
       return;

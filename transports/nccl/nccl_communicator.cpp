@@ -114,6 +114,8 @@ NcclStart NcclCommunicator::split(int color, int key, std::chrono::milliseconds 
                 (last && *last ? format(" (%s)", last) : std::string());
   }
   if (handle) start.comm.reset(new NcclCommunicator(api_, handle, timeout));
+  std::lock_guard<std::mutex> lock(mutex_);
+  split_slots_.push_back(std::move(slot));
   return start;
 }
 

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/common/status.h"
 #include "transports/nccl/nccl_lib.h"
@@ -88,6 +89,10 @@ class NcclCommunicator {
   const NcclApi& api_;
   std::mutex mutex_;
   ncclComm_t handle_;
+  // Where each split's child handle was written: NCCL's thread may write one (NULL for a rank
+  // without a color) after split() returned, so they live as long as this communicator, whose
+  // destroy or abort ends NCCL's jobs first (the emulator's NCCL showed the late write).
+  std::vector<std::unique_ptr<ncclComm_t>> split_slots_;
   std::chrono::milliseconds timeout_;
 };
 
