@@ -38,6 +38,12 @@ class Comm : public std::enable_shared_from_this<Comm> {
   int local_size() const { return local_size_; }
   uint32_t id() const { return id_; }
   int world_rank_of(int r) const { return members_[static_cast<size_t>(r)]; }
+  // This communicator's rank for a world rank, or -1 when it is no member (the inverse of the above).
+  int rank_of_world(int world_rank) const {
+    for (size_t i = 0; i < members_.size(); ++i)
+      if (members_[i] == world_rank) return static_cast<int>(i);
+    return -1;
+  }
   const std::vector<int>& members() const { return members_; }
   const CommConfig& config() const { return config_; }
   World& world() { return *world_; }

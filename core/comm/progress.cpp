@@ -27,14 +27,6 @@ std::string subject_text(const Comm& comm, const WaitSubject& s) {
   return format("%s on %s", s.operation, comm.describe().c_str());
 }
 
-int comm_rank_of_world(const Comm& comm, int world_rank) {
-  const auto& m = comm.members();
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (m[i] == world_rank) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 std::vector<int> pending_world_ranks(const std::vector<Op*>& ops) {
   std::vector<int> ranks;
   for (const Op* op : ops) {
@@ -45,7 +37,7 @@ std::vector<int> pending_world_ranks(const std::vector<Op*>& ops) {
 
 // "rank 3" for a member of comm, "world rank 7" otherwise.
 std::string rank_name(const Comm& comm, int world_rank) {
-  int r = comm_rank_of_world(comm, world_rank);
+  int r = comm.rank_of_world(world_rank);
   return r >= 0 ? format("rank %d", r) : format("world rank %d", world_rank);
 }
 
@@ -61,7 +53,7 @@ std::string describe_stall(Comm& comm, const std::vector<Op*>& ops) {
     if (!world.transport().progress()) sched_yield();
   }
   std::string out;
-  for (int w : silent) out += (out.empty() ? "" : ", ") + std::to_string(comm_rank_of_world(comm, w));
+  for (int w : silent) out += (out.empty() ? "" : ", ") + std::to_string(comm.rank_of_world(w));
   for (int w : silent) {
     int at = w, hops = 0;
     std::string chain;
@@ -113,7 +105,7 @@ void abandon(Comm& comm, const std::vector<Op*>& ops) {
   world.report_failure(cause);
   fail_wait(comm, ops, Status::remote,
             format("%s: rank %d (%s) died or lost its connection (seen here as: %s)", subject_text(comm, subject).c_str(),
-                   comm_rank_of_world(comm, cause), world.describe_rank(cause).c_str(), symptom.c_str()));
+                   comm.rank_of_world(cause), world.describe_rank(cause).c_str(), symptom.c_str()));
 }
 
 }  // namespace
@@ -131,7 +123,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
         continue;
       }
       if (s == Op::State::failed) {
-        int peer = comm_rank_of_world(comm, op->peer);
+        int peer = comm.rank_of_world(op->peer);
         if (op->error.find("truncated") != std::string::npos) {
           fail_wait(comm, ops, Status::mismatch,
                     format("%s: rank %d sent more than the %zu bytes expected", subject_text(comm, subject).c_str(),
@@ -143,7 +135,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
       if (op->is_recv && op->received != op->bytes) {
         fail_wait(comm, ops, Status::mismatch,
                   format("%s: rank %d sent %zu bytes but %zu were expected", subject_text(comm, subject).c_str(),
-                         comm_rank_of_world(comm, op->peer), op->received, op->bytes));
+                         comm.rank_of_world(op->peer), op->received, op->bytes));
       }
     }
     if (all_done) return;
@@ -163,7 +155,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
     for (Op* op : ops) {
       if (!op->finished() && comm.world().peer_dead(op->peer)) {
         fail_remote(comm, ops, subject, op->peer,
-                    format("rank %d stopped answering", comm_rank_of_world(comm, op->peer)));
+                    format("rank %d stopped answering", comm.rank_of_world(op->peer)));
       }
     }
     if (deadline.expired()) {
@@ -173,7 +165,7 @@ void wait_ops(Comm& comm, const std::vector<Op*>& ops, const WaitSubject& subjec
       if (int dead = comm.world().first_dead_among(comm.members()); dead >= 0) {
         fail_remote(comm, ops, subject, dead,
                     format("not complete after %lld ms, and rank %d of this communicator is gone",
-                           static_cast<long long>(deadline.budget().count()), comm_rank_of_world(comm, dead)));
+                           static_cast<long long>(deadline.budget().count()), comm.rank_of_world(dead)));
       }
       fail_wait(comm, ops, Status::timeout,
                 format("%s: timed out after %lld ms; not heard from rank(s) %s", subject_text(comm, subject).c_str(),

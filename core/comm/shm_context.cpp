@@ -132,9 +132,8 @@ void ShmContext::check_waiting(Channel& ch, int waiting_for, uint64_t epoch, Clo
   // better than the live ranks that have not arrived, which are likely waiting for it too.
   if (int dead = comm.world().first_dead_among(comm.members()); dead >= 0) {
     comm.world().report_failure(dead);
-    int dead_rank = static_cast<int>(std::find(comm.members().begin(), comm.members().end(), dead) - comm.members().begin());
     fail_with(Status::remote, format("not complete after %lld ms, and rank %d (%s) of this communicator is gone",
-                                     static_cast<long long>(comm.config().timeout.count()), dead_rank,
+                                     static_cast<long long>(comm.config().timeout.count()), comm.rank_of_world(dead),
                                      comm.world().describe_rank(dead).c_str()));
   }
   std::string missing;
