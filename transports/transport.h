@@ -25,6 +25,17 @@ struct Op {
   std::string error;        // when failed: what the transport said
   void* handle = nullptr;   // engine-private request
 
+  // An engine accepting the operation: records what was posted and marks it pending (before
+  // the engine can complete it from a callback or another thread).
+  void begin(int to_peer, bool receive, size_t size) {
+    peer = to_peer;
+    is_recv = receive;
+    bytes = size;
+    received = 0;
+    handle = nullptr;
+    state.store(State::pending, std::memory_order_relaxed);
+  }
+
   bool finished() const {
     State s = state.load(std::memory_order_acquire);
     return s == State::done || s == State::failed;

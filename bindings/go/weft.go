@@ -19,11 +19,13 @@
 // the Go slices in Request.Wait (or the Test that sees completion), then free the staging
 // memory; the Go slices may be used freely in the meantime, but results appear only after
 // Wait. Every request must be waited for: an abandoned Request leaks its staging memory.
+//
+// Building: import it as weft "github.com/weft-dev/weft/bindings/go". cgo takes weft's flags
+// from pkg-config (weft.pc, from weft's Debian package or `cmake --install`); inside a weft
+// checkout, -tags weft_buildtree uses its capi/include and build/lib instead.
 package weft
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../capi/include
-#cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lweft
 #include <stdlib.h>
 #include <weft/weft.h>
 */
@@ -253,6 +255,23 @@ func (c *Comm) Dup() (*Comm, error) {
 	}
 	var h C.weft_comm_t
 	if err := call(func() C.weft_status_t { return C.weft_comm_dup(c.h, &h) }); err != nil {
+		return nil, err
+	}
+	return wrapComm(h)
+}
+
+// Shrink calls weft_comm_shrink, collective over the survivors: after ranks of c died (an
+// operation returned ErrRemote, say), the survivors agree on who is gone and get a new
+// communicator without them, every survivor the same membership, in the survivors' order. c
+// may be broken and must still be closed; on a healthy c it equals Dup. A rank the survivors
+// took for dead gets an error (ErrRemote). If a rank dies during the shrink, the new
+// communicator may still hold it: its first operation fails, and the survivors shrink again.
+func (c *Comm) Shrink() (*Comm, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	var h C.weft_comm_t
+	if err := call(func() C.weft_status_t { return C.weft_comm_shrink(c.h, &h) }); err != nil {
 		return nil, err
 	}
 	return wrapComm(h)

@@ -16,6 +16,7 @@
 #include "core/bootstrap/socket_util.h"
 #include "core/bootstrap/unique_id.h"
 #include "core/comm/create.h"
+#include "core/comm/shrink.h"
 #include "core/common/log.h"
 #include "core/common/version.h"
 #include "core/plugin/env.h"
@@ -161,6 +162,20 @@ WEFT_API weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* newcomm) {
     CommConfig cfg = resolve_config(nullptr, &parent.config());
     std::shared_ptr<Comm> child;
     parent.executor().run_blocking([&] { child = split_comm(parent, 0, parent.rank(), std::move(cfg)); });
+    *newcomm = register_comm(std::move(child));
+  });
+}
+
+WEFT_API weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+  return guarded(__func__, [&] {
+    check_out(newcomm, "newcomm");
+    *newcomm = nullptr;
+    plugin::load_env_plugins();
+    Comm& old = *lookup_comm(comm, "comm")->comm;
+    // No throw_if_unusable(): a broken (or aborted) communicator is what shrink is for.
+    CommConfig cfg = resolve_config(nullptr, &old.config());
+    std::shared_ptr<Comm> child;
+    old.executor().run_blocking([&] { child = shrink_comm(old, std::move(cfg)); });
     *newcomm = register_comm(std::move(child));
   });
 }

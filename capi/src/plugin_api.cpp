@@ -13,13 +13,6 @@ using namespace weft::capi;
 
 namespace {
 
-template <typename Out>
-void check_struct_size(const Out* out, const char* arg, const char* init) {
-  if (out->struct_size < sizeof(size_t) || out->struct_size > sizeof(Out)) {
-    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, out->struct_size, init);
-  }
-}
-
 weft_plugin_entry_t describe(const weft_plugin& h, size_t index) {
   const plugin::LoadedEntry& le = h.loaded->entries[index];
   weft_plugin_entry_t e = WEFT_PLUGIN_ENTRY_INIT;

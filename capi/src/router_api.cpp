@@ -20,17 +20,6 @@ using namespace weft::capi;
 
 namespace {
 
-template <typename T>
-T read_struct(const T* given, const T& defaults, const char* arg, const char* init) {
-  if (!given) fail(Status::invalid_argument, "%s is NULL; initialise one with %s", arg, init);
-  if (given->struct_size < sizeof(size_t) || given->struct_size > sizeof(T)) {
-    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, given->struct_size, init);
-  }
-  T c = defaults;
-  std::memcpy(&c, given, given->struct_size);
-  return c;
-}
-
 // The config in kernel form; a selector's description (for messages) lives in *selector_name,
 // which must outlive the returned config's use.
 kernels::RouterConfig read_config(const weft_router_config_t* config, std::string* selector_name) {

@@ -21,17 +21,6 @@ using namespace weft::capi;
 
 namespace {
 
-// A caller's struct with struct_size, copied over the defaults (older callers pass less).
-template <class T>
-T read_struct(const T* given, const T& defaults, const char* arg, const char* init) {
-  T c = defaults;
-  if (given->struct_size < sizeof(size_t) || given->struct_size > sizeof(T)) {
-    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, given->struct_size, init);
-  }
-  std::memcpy(&c, given, given->struct_size);
-  return c;
-}
-
 pipeline::Method read_kind(const weft_schedule_kind_t& kind, const char* arg) {
   const int k = enum_bits(kind);
   if (k >= WEFT_PLUGIN_ID_BASE) {

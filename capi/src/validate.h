@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "core/common/dtype.h"
+#include "core/common/status.h"
 #include "weft/weft.h"
 
 namespace weft::capi {
@@ -31,5 +33,32 @@ void check_no_overlap(const void* a, size_t abytes, const void* b, size_t bbytes
 // displacement + count stays inside size_t bytes; returns the largest extent in elements.
 std::vector<size_t> copy_counts(const size_t* arr, int n, const char* arg);
 size_t extent_of(const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype, const char* what);
+
+// Structs that begin with size_t struct_size (older callers pass fewer fields): refuses a size
+// below the field itself or above this library's struct, naming the argument and its _INIT macro.
+template <class T>
+void check_struct_size(const T* s, const char* arg, const char* init) {
+  if (s->struct_size < sizeof(size_t) || s->struct_size > sizeof(T)) {
+    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, s->struct_size, init);
+  }
+}
+
+// An input struct: the caller's fields copied over the defaults (NULL is refused: a caller
+// whose struct is optional passes its defaults itself).
+template <class T>
+T read_struct(const T* given, const T& defaults, const char* arg, const char* init) {
+  if (!given) fail(Status::invalid_argument, "%s is NULL; initialise one with %s", arg, init);
+  check_struct_size(given, arg, init);
+  T c = defaults;
+  std::memcpy(&c, given, given->struct_size);
+  return c;
+}
+
+// An output struct: as many of `value`'s fields as the caller's struct_size has room for.
+template <class T>
+void write_struct(T* dest, T value) {
+  value.struct_size = dest->struct_size;
+  std::memcpy(dest, &value, dest->struct_size);
+}
 
 }  // namespace weft::capi

@@ -14,19 +14,9 @@ using namespace weft::capi;
 
 namespace {
 
-template <class T>
-T read_struct(const T* given, const T& defaults, const char* arg, const char* init) {
-  T c = defaults;
-  if (!given) return c;
-  if (given->struct_size < sizeof(size_t) || given->struct_size > sizeof(T)) {
-    fail(Status::invalid_argument, "%s->struct_size = %zu; initialise it with %s", arg, given->struct_size, init);
-  }
-  std::memcpy(&c, given, given->struct_size);
-  return c;
-}
-
 training::ZeroConfig read_config(const weft_zero_config_t* config, size_t nparams) {
-  const weft_zero_config_t c = read_struct(config, weft_zero_config_t(WEFT_ZERO_CONFIG_INIT), "config", "WEFT_ZERO_CONFIG_INIT");
+  const weft_zero_config_t defaults = WEFT_ZERO_CONFIG_INIT;
+  const weft_zero_config_t c = config ? read_struct(config, defaults, "config", "WEFT_ZERO_CONFIG_INIT") : defaults;
   training::ZeroConfig z;
   if (c.stage < 0 || c.stage > 3) fail(Status::invalid_argument, "config->stage = %d; expected 0, 1, 2 or 3", c.stage);
   z.stage = c.stage;

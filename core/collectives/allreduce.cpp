@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/collectives/arg_check.h"
+#include "core/collectives/chunking.h"
 #include "core/collectives/collectives.h"
 #include "core/collectives/fold.h"
 #include "core/collectives/ring.h"
@@ -39,6 +40,27 @@ void fold_out(Channel& ch, const Fold& f, void* buf, size_t bytes) {
     ch.irecv(rank + 1, kUnfoldStep, buf, bytes);
   } else {
     ch.isend(rank - 1, kUnfoldStep, buf, bytes);
+  }
+  ch.wait();
+}
+
+// One step of recursive halving: send the half the partner keeps, receive the partner's copy
+// of the half kept here into tmp, and add it in, chunk by chunk as the chunks arrive, so the
+// reduction overlaps the transfer (chunking.h).
+void halving_step(Channel& ch, int peer, uint32_t step, char* keep, size_t keep_len, const char* give,
+                  size_t give_len, void* tmp, const Reducer& red) {
+  const Chunking ck = Chunking::of(ch, red.elem);
+  transport::Op** recvs = Channel::op_table(ck.count(keep_len));
+  for (size_t c = 0; c < ck.count(keep_len); ++c) {
+    recvs[c] = ch.irecv(peer, step, at(tmp, ck.offset(c), red.elem), red.bytes(ck.length(keep_len, c)));
+  }
+  for (size_t c = 0; c < ck.count(give_len); ++c) {
+    ch.isend(peer, step, at(give, ck.offset(c), red.elem), red.bytes(ck.length(give_len, c)));
+  }
+  for (size_t c = 0; c < ck.count(keep_len); ++c) {
+    ch.wait_for(recvs[c]);
+    char* dst = at(keep, ck.offset(c), red.elem);
+    red.apply(dst, dst, at(tmp, ck.offset(c), red.elem), ck.length(keep_len, c));
   }
   ch.wait();
 }
@@ -79,11 +101,8 @@ void rabenseifner(Channel& ch, void* buf, size_t count, const Reducer& red) {
       int partner = f.newrank ^ mask, peer = f.real(partner), mid = lo + (hi - lo) / 2;
       int keep_lo = f.newrank < partner ? lo : mid, keep_hi = f.newrank < partner ? mid : hi;
       int give_lo = f.newrank < partner ? mid : lo, give_hi = f.newrank < partner ? hi : mid;
-      size_t keep = span_elems(keep_lo, keep_hi);
-      ch.irecv(peer, step, tmp, red.bytes(keep));
-      ch.isend(peer, step, at(buf, b.offset(give_lo), red.elem), red.bytes(span_elems(give_lo, give_hi)));
-      ch.wait();
-      red.apply(at(buf, b.offset(keep_lo), red.elem), at(buf, b.offset(keep_lo), red.elem), tmp, keep);
+      halving_step(ch, peer, step, at(buf, b.offset(keep_lo), red.elem), span_elems(keep_lo, keep_hi),
+                   at(buf, b.offset(give_lo), red.elem), span_elems(give_lo, give_hi), tmp, red);
       lo = keep_lo;
       hi = keep_hi;
     }

@@ -69,6 +69,9 @@ class Comm : public std::enable_shared_from_this<Comm> {
 
   // Sequence number for the next collective; every rank draws them in the same order.
   uint32_t next_sequence() { return seq_++; }
+  // Number of this communicator's next shrink (core/comm/shrink.h): keeps a late message of one
+  // shrink from matching the next. Survivors call shrink equally often, so they agree.
+  uint32_t next_shrink_epoch() { return shrink_epoch_++; }
 
   // Abort: any thread. Pending and later operations fail with Status::aborted.
   void abort();
@@ -95,6 +98,7 @@ class Comm : public std::enable_shared_from_this<Comm> {
   int local_rank_ = 0;
   int local_size_ = 1;
   uint32_t seq_ = 0;
+  uint32_t shrink_epoch_ = 0;
   std::atomic<bool> aborted_{false};
   mutable std::mutex broken_mutex_;
   std::atomic<bool> broken_{false};

@@ -68,6 +68,15 @@ AlgorithmChoice algorithms_from_env() {
     static const BarrierAlgo values[] = {BarrierAlgo::automatic, BarrierAlgo::dissemination, BarrierAlgo::shm};
     a.barrier = parse_algo("WEFT_ALGO_BARRIER", names, values);
   }
+  if (const char* v = std::getenv("WEFT_P2P_CHUNK_BYTES"); v && *v) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long b = std::strtoull(v, &end, 10);
+    if (errno || end == v || *end || b > (1ull << 30)) {
+      fail(Status::invalid_argument, "WEFT_P2P_CHUNK_BYTES='%s'; expected 0 (whole blocks) .. 1073741824", v);
+    }
+    a.p2p_chunk_bytes = static_cast<size_t>(b);
+  }
   return a;
 }
 

@@ -27,9 +27,14 @@ struct AlgorithmChoice {
   ReduceScatterAlgo reduce_scatter = ReduceScatterAlgo::automatic;
   AlltoallAlgo alltoall = AlltoallAlgo::automatic;
   BarrierAlgo barrier = BarrierAlgo::automatic;
+  // The point-to-point ring and halving passes cut each block into chunks of this many bytes
+  // so that receiving, reducing and sending overlap (WEFT_P2P_CHUNK_BYTES; 0: whole blocks).
+  size_t p2p_chunk_bytes = kDefaultP2PChunkBytes;
+  static constexpr size_t kDefaultP2PChunkBytes = 1024 * 1024;
 };
 
-// Throws Error(invalid_argument) naming the variable, its value and the accepted names.
+// Throws Error(invalid_argument) naming the variable, its value and the accepted names (or,
+// for WEFT_P2P_CHUNK_BYTES, the accepted range).
 AlgorithmChoice algorithms_from_env();
 
 struct CommConfig {

@@ -1,14 +1,13 @@
 #include "core/comm/world.h"
 
-#include <signal.h>
-
-#include <cerrno>
 #include <map>
 
 #include "core/comm/channel.h"
 #include "core/comm/deadline.h"
+#include "core/comm/same_host_p2p.h"
 #include "core/common/log.h"
 #include "core/common/status.h"
+#include "transports/shm/same_host_transport.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace weft {
@@ -34,6 +33,8 @@ std::string next_key_prefix(const std::string& host, uint16_t port) {
   return store_key("w", "", gen).append("/");
 }
 
+// Notices travel on a communicator id no communicator uses, from any sender (wildcard).
+constexpr uint32_t kNoticeCommId = 0xffff;
 
 }  // namespace
 
@@ -47,7 +48,10 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
   bootstrap::StoreClient store(setup.store_host, setup.store_port, setup.secret, deadline.remaining());
   const std::string prefix = next_key_prefix(setup.store_host, setup.store_port);
 
-  w->transport_ = std::make_unique<transport::UcxTransport>();
+  // Same-host peers get weft's shared-memory rings once they are set up (below); failure
+  // notices, received from any sender, stay on UCX.
+  auto* routed = new transport::SameHostTransport(std::make_unique<transport::UcxTransport>(), kNoticeCommId);
+  w->transport_.reset(routed);
   bootstrap::RankRecord mine = bootstrap::local_rank_record(setup.rank, setup.size, w->transport_->local_address());
   store.set(store_key(prefix, "rank/", setup.rank), bootstrap::encode_rank_record(mine));
 
@@ -67,8 +71,13 @@ std::shared_ptr<World> World::create(const WorldSetup& setup) {
   w->same_host_.resize(static_cast<size_t>(setup.size));
   for (int r = 0; r < setup.size; ++r) w->same_host_[r] = bootstrap::same_host(mine, w->records_[r]);
   w->known_dead_.assign(static_cast<size_t>(setup.size), false);
+  for (int r = 0; r < setup.size; ++r)
+    if (r != setup.rank && w->same_host_[r]) w->same_host_processes_.watch(r, static_cast<pid_t>(w->records_[r].pid));
+  w->exited_scratch_.reserve(static_cast<size_t>(setup.size));
 
   w->transport_->connect(addresses, setup.rank, w->same_host_);
+  routed->use_rings(setup_same_host_rings(store, prefix, setup.rank, w->same_host_,
+                                          w->transport_->addresses_cuda_memory(), deadline));
   w->reported_.assign(static_cast<size_t>(setup.size), false);
   w->stalled_on_.assign(static_cast<size_t>(setup.size), -1);
   {
@@ -96,8 +105,6 @@ World::~World() {
 }
 
 namespace {
-// Notices travel on a communicator id no communicator uses, from any sender (wildcard).
-constexpr uint32_t kNoticeCommId = 0xffff;
 constexpr int32_t kNoticeDeath = 1;
 constexpr int32_t kNoticeStall = 2;
 }  // namespace
@@ -181,11 +188,10 @@ bool World::peer_dead(int world_rank) {
   auto now = std::chrono::steady_clock::now();
   if (now - last_pid_check_ < std::chrono::milliseconds(100)) return false;
   last_pid_check_ = now;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || !same_host_[r] || known_dead_[r]) continue;
-    // Signal 0 checks existence only. ESRCH = gone; EPERM = exists but not ours (alive).
-    if (kill(static_cast<pid_t>(records_[r].pid), 0) != 0 && errno == ESRCH) mark_dead(r);
-  }
+  // Exited processes count as dead before their launcher reaps them (process_watch.h).
+  same_host_processes_.exited(exited_scratch_);
+  for (int r : exited_scratch_)
+    if (!known_dead_[r]) mark_dead(r);
   return known_dead_[world_rank];
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/bootstrap/rank_record.h"
 #include "core/bootstrap/store.h"
+#include "core/common/process_watch.h"
 #include "transports/transport.h"
 
 namespace weft {
@@ -114,6 +115,9 @@ class World {
   std::vector<int> stalled_on_;
 
   std::chrono::steady_clock::time_point last_pid_check_{};
+  // Same-host peers' processes (pidfds), checked at most every 100 ms by peer_dead.
+  ProcessWatch same_host_processes_;
+  std::vector<int> exited_scratch_;
 };
 
 }  // namespace weft

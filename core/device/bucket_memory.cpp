@@ -12,18 +12,8 @@ std::shared_ptr<void> device_buffer(Comm& comm, size_t bytes) {
   DeviceContext& ctx = require_context(comm, "a gradient bucket in device memory");
   if (!bytes) return nullptr;
   DeviceGuard guard(ctx.device());
-  void* p = nullptr;
-  cuda_check(cudaMalloc(&p, bytes), "cudaMalloc for a gradient bucket");
-  // Zeroed: the padding behind the last gradient must add nothing to a reduction. cudaMemset of
-  // device memory returns before the bytes are written, and work the caller queues on a
-  // non-blocking stream is not ordered after it (a pipeline's first activation was wiped by a
-  // late zeroing on an H100): the buffer is handed out only once the zeroing is done.
-  cudaError_t e = cudaMemset(p, 0, bytes);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
-  if (e != cudaSuccess) {
-    cudaFree(p);
-    cuda_check(e, "cudaMemset of a gradient bucket");
-  }
+  // Zeroed: the padding behind the last gradient must add nothing to a reduction.
+  void* p = cuda_malloc_zeroed(bytes, "allocating a zeroed gradient bucket");
   const int device = ctx.device();
   return std::shared_ptr<void>(p, [device](void* q) {
     DeviceGuard g(device);

@@ -53,10 +53,7 @@ cudaStream_t DeviceContext::stream() {
 void* DeviceContext::tiny_buffer() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!tiny_) {
-    cuda_check(cudaMalloc(&tiny_, 16), "cudaMalloc for the barrier buffer");
-    // Settled before use: a memset of device memory returns before it is done (bucket_memory.cpp).
-    cuda_check(cudaMemset(tiny_, 0, 16), "cudaMemset of the barrier buffer");
-    cuda_check(cudaStreamSynchronize(nullptr), "waiting for the barrier buffer's memset");
+    tiny_ = cuda_malloc_zeroed(16, "allocating the barrier buffer");
   }
   return tiny_;
 }

@@ -32,7 +32,8 @@ struct Costs {
 Costs uniform_costs(int stages, double f, double b);
 
 // Validates s first (throws as validate()); throws invalid_argument when costs do not have
-// s.stages entries.
-Timeline simulate(std::shared_ptr<const Schedule> s, const Costs& costs);
+// s.stages entries. prevalidated: the caller validated s already (the planner simulates each
+// schedule it generates thousands of times, and validating costs as much as simulating).
+Timeline simulate(std::shared_ptr<const Schedule> s, const Costs& costs, bool prevalidated = false);
 
 }  // namespace weft::pipeline

@@ -4,6 +4,7 @@
 //
 //   weft_fault_driver [--seed S] [--timeout-ms T] [--max-bytes B] [--ops N] [--max-seconds M]
 //                     [--id-file F] [--start-file F] [--release-file F] [--bug hang|exit0]
+//                     [--shrink on]
 //   weft_fault_driver --store-host F     (start a store, write its unique id to F, sleep)
 //
 // Rank and size come from WEFT_RANK / WEFT_WORLD_SIZE. Without --id-file the communicator
@@ -25,6 +26,8 @@
 // no survivor sees another one leave and blames it; exit 3 = WEFT_ERR_REMOTE, 4 = TIMEOUT,
 // 5 = another status. --bug makes a survivor misbehave on purpose (the script must say FAIL):
 // hang = sleep forever after the failure, exit0 = exit 0 without reporting it.
+// --shrink on: after reporting the failure, shrink the communicator and run a checked stream on
+// the new one (shrink_continue.h: SHRINK-OK / SHRINK-FAILED lines; exit 0 or 8).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "random_ops.h"
+#include "shrink_continue.h"
 
 namespace {
 
@@ -49,6 +53,7 @@ struct Options {
   long ops = -1;
   double max_seconds = 60;
   std::string id_file, start_file, release_file, store_host, bug;
+  bool shrink = false;
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -72,6 +77,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--release-file") o.release_file = v;
     else if (a == "--store-host") o.store_host = v;
     else if (a == "--bug") o.bug = v;
+    else if (a == "--shrink") o.shrink = std::string(v) == "on";
     else usage(("unknown option " + a).c_str());
   }
   if (!o.bug.empty() && o.bug != "hang" && o.bug != "exit0") usage("--bug takes hang or exit0");
@@ -267,6 +273,15 @@ int main(int argc, char** argv) {
   if (o.bug == "hang") {
     for (;;) pause();
   }
+  int shrink_code = -1;
+  if (o.shrink) {
+    // The survivors shrink together right away: no lingering first.
+    for (weft_request_t r : out.pending) weft_request_free(r);
+    out.pending.clear();
+    weft_comm_destroy(out.sub);
+    out.sub = nullptr;
+    shrink_code = faults::shrink_and_continue(comm, me, o.seed, o.max_bytes, 30);
+  }
   const double linger_end = faults::now_ms() + static_cast<double>(o.timeout_ms) + 2000;
   while (faults::now_ms() < linger_end && !exists(o.release_file)) usleep(20000);
   // How long the clean-up after a failure takes is part of "no survivor hangs": say it.
@@ -277,5 +292,6 @@ int main(int argc, char** argv) {
   out.buffers.reset();
   std::printf("CLEANUP rank=%d pending=%zu ms=%.0f\n", me, out.pending.size(), faults::now_ms() - t_clean);
   std::fflush(stdout);
+  if (shrink_code >= 0) return shrink_code;
   return out.status == WEFT_ERR_REMOTE ? 3 : out.status == WEFT_ERR_TIMEOUT ? 4 : 5;
 }

@@ -132,4 +132,30 @@ std::string env_or(const char* name, const char* dflt) {
   return (v && *v) ? std::string(v) : std::string(dflt);
 }
 
+std::string unique_id_for_children() {
+  unsetenv("WEFT_MASTER_PORT");
+  weft_unique_id_t id;
+  if (weft_get_unique_id(&id) != WEFT_OK) return "";
+  std::string hex;
+  for (size_t i = 0; i < sizeof id.internal; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(id.internal[i]));
+    hex += b;
+  }
+  for (const char* v : {"WEFT_RANK", "WEFT_WORLD_SIZE", "RANK", "WORLD_SIZE"}) unsetenv(v);
+  return hex;
+}
+
+weft_unique_id_t unique_id_from_hex(const std::string& hex) {
+  weft_unique_id_t id;
+  if (hex.size() != 2 * sizeof id.internal) die("unique id: expected %zu hex digits, got %zu", 2 * sizeof id.internal, hex.size());
+  for (size_t i = 0; i < sizeof id.internal; ++i) {
+    const std::string digits = hex.substr(2 * i, 2);
+    char* end = nullptr;
+    id.internal[i] = static_cast<char>(std::strtoul(digits.c_str(), &end, 16));
+    if (end != digits.c_str() + 2) die("unique id: '%s' at %zu is not a hex byte", digits.c_str(), 2 * i);
+  }
+  return id;
+}
+
 }  // namespace mpt

@@ -40,6 +40,15 @@ bool mentions_rank(const std::string& msg, int r);
 
 std::string env_or(const char* name, const char* dflt);
 
+// For a driver that launches a job's ranks itself (the kill and shrink drivers): makes a unique
+// id whose store runs in the driver on a port of its own (WEFT_MASTER_PORT is cleared), clears
+// the launcher's rank variables so the children do not take them for their own, and returns
+// the id as hex for the children's command lines. Returns "" when no id could be made
+// (last_error() says why).
+std::string unique_id_for_children();
+// The child's side: the id back from that hex; dies naming what is wrong with it.
+weft_unique_id_t unique_id_from_hex(const std::string& hex);
+
 }  // namespace mpt
 
 // Dies (exit 1, so weftrun stops the job) when a weft call does not return WEFT_OK.

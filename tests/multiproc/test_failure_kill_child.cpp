@@ -23,10 +23,7 @@ int main(int argc, char** argv) {
   const std::string hex = argv[1];
   const int rank = std::atoi(argv[2]), n = std::atoi(argv[3]);
   set_log_rank(rank, n);
-  weft_unique_id_t id;
-  if (hex.size() != 2 * sizeof id.internal) die("unique id: expected %zu hex digits, got %zu", 2 * sizeof id.internal, hex.size());
-  for (size_t i = 0; i < sizeof id.internal; ++i)
-    id.internal[i] = static_cast<char>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+  weft_unique_id_t id = unique_id_from_hex(hex);
   weft_comm_config_t cfg = WEFT_COMM_CONFIG_INIT;
   cfg.timeout_ms = std::atoll(argv[4]);
   cfg.name = "kill-test";

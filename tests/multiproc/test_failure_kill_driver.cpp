@@ -142,22 +142,12 @@ int main(int argc, char** argv) {
   std::printf("[kill-driver] %d ranks, SIGKILL rank %d after 20 iterations; survivor deadline %ld ms\n", n, victim,
               timeout_ms);
 
-  // The store runs in this process; it must not take a port another store uses.
-  unsetenv("WEFT_MASTER_PORT");
-  weft_unique_id_t id;
-  weft_status_t s = weft_get_unique_id(&id);
-  if (s != WEFT_OK) {
-    std::printf("[kill-driver] FAIL weft_get_unique_id: %s: %s\n", status_name(s), last_error().c_str());
+  // The store runs in this process, on a port of its own.
+  const std::string hex = unique_id_for_children();
+  if (hex.empty()) {
+    std::printf("[kill-driver] FAIL weft_get_unique_id: %s\n", last_error().c_str());
     return 1;
   }
-  std::string hex;
-  for (size_t i = 0; i < sizeof id.internal; ++i) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(id.internal[i]));
-    hex += b;
-  }
-  // The children must not take the launcher's variables for their own.
-  for (const char* v : {"WEFT_RANK", "WEFT_WORLD_SIZE", "RANK", "WORLD_SIZE"}) unsetenv(v);
 
   std::vector<Child> kids(static_cast<size_t>(n));
   const std::string tmo = std::to_string(timeout_ms);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace inject {
 
@@ -37,5 +38,27 @@ class Report : public ::testing::Environment {
 };
 
 inline ::testing::Environment* register_report() { return ::testing::AddGlobalTestEnvironment(new Report); }
+
+// A truth a test states (a refusal happened, a message names something). Under injection the
+// truth is corrupted to !ok, which the check fails on exactly when ok held: that is a catch.
+inline void check(bool ok, const std::string& what) {
+  if (enabled()) {
+    ++tally().injected;
+    if (ok) ++tally().caught;
+    return;
+  }
+  EXPECT_TRUE(ok) << what;
+}
+
+// The verdict of a check that judged a value it may have corrupted itself (`injected`): a
+// corrupted value judged bad is a catch; an uncorrupted one judged bad is a test failure.
+inline void record(bool injected, bool bad, const std::string& what, const std::string& detail) {
+  if (injected) {
+    ++tally().injected;
+    if (bad) ++tally().caught;
+    return;
+  }
+  if (bad) ADD_FAILURE() << what << ": " << detail;
+}
 
 }  // namespace inject

@@ -55,16 +55,7 @@ std::vector<unsigned char> bytes_of(const float* p, size_t n) {
   return b;
 }
 
-// A truth the test states (a refusal happened, a message names something); injection flips it.
-void check_true(bool ok, const std::string& what) {
-  if (inject::enabled()) {
-    // The corrupted truth is !ok: the check fails on it exactly when ok held.
-    ++inject::tally().injected;
-    if (ok) ++inject::tally().caught;
-    return;
-  }
-  EXPECT_TRUE(ok) << what;
-}
+using inject::check;
 
 // Values over many binades, signs, exact ties for rounding, and (when specials) inf and NaN.
 std::vector<float> inputs(size_t n, bool specials) {
@@ -137,21 +128,21 @@ TEST(Codec, BuiltinsGiveWireCodecBits) {
 }
 
 TEST(Codec, NativeIsNoCodecAndUnknownIdsAreRefused) {
-  check_true(codec_of(0) == nullptr, "NATIVE has no codec");
+  check(codec_of(0) == nullptr, "NATIVE has no codec");
   for (int id : {3, 63, -1}) {
     try {
       codec_of(id);
-      check_true(false, "wire " + std::to_string(id) + " was accepted");
+      check(false, "wire " + std::to_string(id) + " was accepted");
     } catch (const Error& e) {
-      check_true(e.status() == Status::invalid_argument && std::string(e.what()).find("not a weft_wire_format_t") != std::string::npos,
+      check(e.status() == Status::invalid_argument && std::string(e.what()).find("not a weft_wire_format_t") != std::string::npos,
                  std::string("wire ") + std::to_string(id) + ": " + e.what());
     }
   }
   try {
     codec_of(weft::plugin::kIdBase + 100000);
-    check_true(false, "an unregistered plugin id was accepted");
+    check(false, "an unregistered plugin id was accepted");
   } catch (const Error& e) {
-    check_true(e.status() == Status::invalid_argument && std::string(e.what()).find("gradient codec") != std::string::npos,
+    check(e.status() == Status::invalid_argument && std::string(e.what()).find("gradient codec") != std::string::npos,
                e.what());
   }
 }
@@ -187,12 +178,12 @@ TEST(Codec, PluginCodecFromTheRegistry) {
   ASSERT_GE(id, weft::plugin::kIdBase);
   const std::shared_ptr<const Codec> c = codec_of(id);
   ASSERT_TRUE(c);
-  check_true(c->id() == id, "id");
-  check_true(c->name().find("'evens'") != std::string::npos && c->name().find("test_codecs") != std::string::npos,
+  check(c->id() == id, "id");
+  check(c->name().find("'evens'") != std::string::npos && c->name().find("test_codecs") != std::string::npos,
              "name: " + c->name());
   const size_t n = 9;
   const std::vector<float> x = inputs(n, false);
-  check_true(c->bytes(n) == 20, "bytes(9) = 4 * 5");
+  check(c->bytes(n) == 20, "bytes(9) = 4 * 5");
   std::vector<unsigned char> enc(c->bytes(n));
   c->encode(x.data(), n, enc.data());
   std::vector<unsigned char> want;
@@ -221,19 +212,19 @@ TEST(Codec, PluginFailuresNameTheCodecAndPlugin) {
   std::vector<unsigned char> enc(c->bytes(4));
   try {
     c->encode(x.data(), 4, enc.data());
-    check_true(false, "a failing encode passed");
+    check(false, "a failing encode passed");
   } catch (const Error& e) {
     const std::string m = e.what();
-    check_true(e.status() == Status::mismatch && m.find("'failing'") != std::string::npos &&
+    check(e.status() == Status::mismatch && m.find("'failing'") != std::string::npos &&
                    m.find("test_codecs") != std::string::npos && m.find("encode returned 7") != std::string::npos,
                "encode: " + m);
   }
   try {
     c->decode(enc.data(), 4, x.data());
-    check_true(false, "a failing decode passed");
+    check(false, "a failing decode passed");
   } catch (const Error& e) {
     const std::string m = e.what();
-    check_true(e.status() == Status::invalid_argument && m.find("decode returned 42") != std::string::npos, "decode: " + m);
+    check(e.status() == Status::invalid_argument && m.find("decode returned 42") != std::string::npos, "decode: " + m);
   }
 }
 

@@ -35,14 +35,7 @@ namespace {
 
 // ---------------------------------------------------------------- checks (with injection)
 
-void record(bool injected, bool bad, const std::string& what, const std::string& detail) {
-  if (injected) {
-    ++inject::tally().injected;
-    if (bad) ++inject::tally().caught;
-    return;
-  }
-  if (bad) ADD_FAILURE() << what << ": " << detail;
-}
+using inject::record;
 
 void check_exact(const std::string& what, std::vector<int64_t> got, const std::vector<int64_t>& want) {
   ASSERT_EQ(got.size(), want.size()) << what;

@@ -23,14 +23,7 @@ namespace {
 
 ::testing::Environment* const kInjectionReport = inject::register_report();
 
-void record(bool injected, bool bad, const std::string& what, const std::string& detail) {
-  if (injected) {
-    ++inject::tally().injected;
-    if (bad) ++inject::tally().caught;
-    return;
-  }
-  if (bad) ADD_FAILURE() << what << ": " << detail;
-}
+using inject::record;
 
 struct EntrySpec {
   int kind = 0;

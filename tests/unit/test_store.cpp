@@ -20,6 +20,7 @@
 
 #include "core/bootstrap/store.h"
 #include "core/common/status.h"
+#include "raw_store_conn.h"
 
 using namespace std::chrono_literals;
 using weft::Error;
@@ -74,78 +75,15 @@ uint16_t unused_port() {
   return ntohs(a.sin_port);
 }
 
-void le32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void le64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
+using store_test::le32;
+using store_test::le64;
 
-std::string hello(const std::string& secret = kSecret) {
-  std::string s = "WEFTSTOR";
-  le32(s, 1);
-  le32(s, static_cast<uint32_t>(secret.size()));
-  return s + secret;
-}
+std::string hello(const std::string& secret = kSecret) { return store_test::hello(secret); }
 
-// A hand-driven TCP connection that speaks (or mangles) the protocol byte by byte.
-class RawConn {
+// A raw connection that must reach the server (every protocol-error case starts connected).
+class RawConn : public store_test::RawStoreConn {
  public:
-  explicit RawConn(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
-  }
-  ~RawConn() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;  // the server may already have closed: the test checks that
-      off += static_cast<size_t>(n);
-    }
-  }
-  // Reads exactly n bytes (empty string on EOF/timeout).
-  std::string recv_exact(size_t n, std::chrono::milliseconds timeout = 2000ms) {
-    std::string out;
-    auto deadline = Clock::now() + timeout;
-    while (out.size() < n) {
-      pollfd p{fd_, POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (left <= 0 || ::poll(&p, 1, left) <= 0) return std::string();
-      char buf[4096];
-      ssize_t r = ::recv(fd_, buf, std::min(sizeof(buf), n - out.size()), 0);
-      if (r <= 0) return std::string();
-      out.append(buf, static_cast<size_t>(r));
-    }
-    return out;
-  }
-  // True when the server closes the connection within the timeout (data before EOF is skipped).
-  bool closed_by_server(std::chrono::milliseconds timeout = 2000ms) {
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (left <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, left) <= 0) return false;
-      char buf[4096];
-      ssize_t r = ::recv(fd_, buf, sizeof(buf), 0);
-      if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
-    }
-  }
-  void close_write() { ::shutdown(fd_, SHUT_WR); }
-  void close() {
-    ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
+  explicit RawConn(uint16_t port) : RawStoreConn(port) { EXPECT_TRUE(connected()) << std::strerror(errno); }
 };
 
 }  // namespace

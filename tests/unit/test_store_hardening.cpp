@@ -28,6 +28,7 @@
 #include "core/bootstrap/store_wire.h"
 #include "core/common/status.h"
 #include "inject_tally.h"
+#include "raw_store_conn.h"
 
 using namespace std::chrono_literals;
 using weft::Error;
@@ -49,15 +50,7 @@ const std::string kSecret = "hardening-secret-42";
 // 2-core machine and is still far below every deadline a bad peer could make it wait for.
 constexpr auto kServiceBound = 4000ms;  // generous: ASan and a loaded 2-core machine
 
-// A truth the test states; injection flips it and counts whether the flip was caught.
-void check(bool ok, const std::string& what) {
-  if (inject::enabled()) {
-    ++inject::tally().injected;
-    if (ok) ++inject::tally().caught;
-    return;
-  }
-  EXPECT_TRUE(ok) << what;
-}
+using inject::check;
 
 StoreLimits short_limits() {
   StoreLimits l;
@@ -82,26 +75,10 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
   return pred();
 }
 
-void le32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void le64(std::string& s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-std::string hello(const std::string& secret) {
-  std::string s = "WEFTSTOR";
-  le32(s, 1);
-  le32(s, static_cast<uint32_t>(secret.size()));
-  return s + secret;
-}
-
-// A frame: u32 length, then the body.
-std::string framed(const std::string& body) {
-  std::string f;
-  le32(f, static_cast<uint32_t>(body.size()));
-  return f + body;
-}
+using store_test::framed;
+using store_test::hello;
+using store_test::le32;
+using store_test::le64;
 
 std::string get_body(const std::string& key, uint64_t timeout_ms) {
   std::string b(1, '\x02');
@@ -110,68 +87,11 @@ std::string get_body(const std::string& key, uint64_t timeout_ms) {
   return b + key;
 }
 
-// One hand-driven TCP connection to the store.
-class Raw {
+// One hand-driven TCP connection to the store; login() defaults to this test's secret.
+class Raw : public store_test::RawStoreConn {
  public:
-  explicit Raw(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  }
-  ~Raw() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Raw(const Raw&) = delete;
-  Raw& operator=(const Raw&) = delete;
-  bool connected() const { return connected_; }
-  int fd() const { return fd_; }
-  void send(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  // Up to n bytes, stopping early at EOF or after the timeout.
-  std::string recv_upto(size_t n, std::chrono::milliseconds timeout = 2000ms) {
-    std::string out;
-    const auto deadline = Clock::now() + timeout;
-    while (out.size() < n) {
-      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      pollfd p{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&p, 1, left) <= 0) break;
-      char buf[4096];
-      const ssize_t r = ::recv(fd_, buf, std::min(sizeof(buf), n - out.size()), 0);
-      if (r <= 0) break;
-      out.append(buf, static_cast<size_t>(r));
-    }
-    return out;
-  }
-  // True when the server ends the connection within the timeout (bytes before EOF skipped).
-  bool closed_by_server(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      pollfd p{fd_, POLLIN, 0};
-      if (left <= 0 || ::poll(&p, 1, left) <= 0) return false;
-      char buf[65536];
-      const ssize_t r = ::recv(fd_, buf, sizeof(buf), 0);
-      if (r == 0 || (r < 0 && errno == ECONNRESET)) return true;
-    }
-  }
-  // Authenticates; true when welcomed.
-  bool login(const std::string& secret = kSecret) {
-    send(hello(secret));
-    return recv_upto(4) == std::string(4, '\0');
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
+  using RawStoreConn::RawStoreConn;
+  bool login(const std::string& secret = kSecret) { return RawStoreConn::login(secret); }
 };
 
 std::unique_ptr<StoreClient> client_for(const StoreServer& s, std::chrono::milliseconds timeout = 5000ms) {

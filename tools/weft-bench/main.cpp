@@ -21,6 +21,7 @@
 
 #include <weft/weft.h>
 
+#include "cluster.h"
 #include "collectives.h"
 #include "dtypes.h"
 #include "moe.h"
@@ -273,6 +274,8 @@ int main(int argc, char** argv) {
   using namespace weftbench;
   // "weft-bench moe ...": expert-parallel dispatch and combine, a mode of its own (moe.h).
   if (argc > 1 && std::strcmp(argv[1], "moe") == 0) return moe_main(argc, argv);
+  // "weft-bench --cluster-file PATH": measure the links and write weft-plan's cluster file (cluster.h).
+  if (wants_cluster_file(argc, argv)) return cluster_main(argc, argv);
   Options opt;
   try {
     opt = parse_options(argc, argv);

@@ -217,6 +217,7 @@ size_t parse_size(const std::string& s) {
 const char* usage_text() {
   return "usage: weftrun -n N weft-bench [options]\n"
          "       weftrun -n N weft-bench moe [moe options]   (weft-bench moe --help)\n"
+         "       weftrun -n N weft-bench --cluster-file PATH  (weft-plan's cluster file; --cluster-file --help)\n"
          "\n"
          "nccl-tests-style benchmark of weft's collectives on host memory; the moe mode times\n"
          "expert-parallel dispatch and combine (weft/moe.h).\n"

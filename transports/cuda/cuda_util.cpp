@@ -22,6 +22,18 @@ void cuda_check(cudaError_t err, const char* what) {
   throw Error(s, format("%s: %s", what, cuda_error_text(err).c_str()));
 }
 
+void* cuda_malloc_zeroed(size_t bytes, const char* what) {
+  void* p = nullptr;
+  cuda_check(cudaMalloc(&p, bytes), what);
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    cuda_check(e, what);
+  }
+  return p;
+}
+
 int device_count(std::string* why) {
   // Asked once: the answer does not change for the process (CUDA_VISIBLE_DEVICES is read at
   // initialisation), and a failing driver load is slow to repeat.

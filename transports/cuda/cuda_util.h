@@ -23,6 +23,12 @@ namespace weft::gpu {
 void cuda_check(cudaError_t err, const char* what);
 std::string cuda_error_text(cudaError_t err);
 
+// cudaMalloc of `bytes` zeroed and settled: cudaMemset of device memory returns before the bytes
+// are written, and work later queued on a non-blocking stream is not ordered after it (an H100
+// run lost a pipeline's first activation to a late zeroing), so this waits for the memset. On
+// failure nothing stays allocated and cuda_check's error names `what`.
+void* cuda_malloc_zeroed(size_t bytes, const char* what);
+
 // Visible devices; 0 when there is no driver or device (the reason is in *why when not NULL).
 int device_count(std::string* why = nullptr);
 

@@ -178,11 +178,7 @@ void UcxTransport::connect(const std::vector<std::string>& addresses, int self_i
 }
 
 void UcxTransport::send(Op& op, int peer, Tag tag, const void* buf, size_t bytes) {
-  op.peer = peer;
-  op.is_recv = false;
-  op.bytes = bytes;
-  op.handle = nullptr;
-  op.state.store(Op::State::pending, std::memory_order_relaxed);
+  op.begin(peer, false, bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -207,12 +203,7 @@ void UcxTransport::recv_any_sender(Op& op, Tag tag, void* buf, size_t bytes) {
 }
 
 void UcxTransport::post_recv(Op& op, int peer, Tag tag, Tag mask, void* buf, size_t bytes) {
-  op.peer = peer;
-  op.is_recv = true;
-  op.bytes = bytes;
-  op.received = 0;
-  op.handle = nullptr;
-  op.state.store(Op::State::pending, std::memory_order_relaxed);
+  op.begin(peer, true, bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ucp_request_param_t p{};
   // No immediate completion: UCX 1.13 leaves recv_info.tag_info unfilled when a receive

@@ -30,10 +30,23 @@ Expert parallelism (`weft/moe.h`, src/moe.jl; untested here, no Julia toolchain)
 [`Moe`](@ref)'s [`dispatch`](@ref) / [`combine!`](@ref) / [`combine_backward!`](@ref) through a
 reusable [`MoeHandle`](@ref).
 
+The planner (`weft/plan.h`, src/plan.jl; untested here, no Julia toolchain): [`plan_layouts`](@ref)
+ranks the parallel layouts of a model ([`PlanLayer`](@ref)s) on a [`PlanCluster`](@ref) by
+predicted step time into a [`LayoutPlan`](@ref) (`Weft.layouts`, `Weft.best`, `Weft.scaling`,
+`Weft.plan_text(p, :report)`); `LayoutPlan(model_path, cluster_path)` reads plan.h's text files.
+
 Thread safety follows weft.h: a communicator and its requests are used by one thread at a time
 (`Weft.abort` may be called from any thread). Communicators and requests have finalizers that
-never call into the library: they queue the handle, and the queue is drained (the handles
-destroyed/freed) at the next Weft call or `close`. Call `close(comm)` explicitly when done.
+never call into the library: they queue the handle. A dropped request waits on its own
+communicator's queue and is freed by that communicator's next call (on the thread using it)
+once complete, or by `close(comm)`; other handles wait on a global queue drained by the next
+Weft call. Call `close(comm)` explicitly when done.
+
+The library is `ENV["WEFT_LIBRARY"]` when set (a path), else this checkout's
+`build/lib/libweft.so` when it exists, else `libweft` from the system's search path; loading
+checks that its ABI version is the one this package was written for ([`Weft.library_path`](@ref)).
+
+`Weft.waitall(reqs)` is not exported (Julia 1.12's `Base.waitall` has the name).
 """
 module Weft
 
@@ -41,19 +54,21 @@ using Libdl
 
 export Comm, Config, Request, WeftError,
        allreduce!, bcast!, reduce!, allgather!, allgatherv!, reduce_scatter!, alltoall!, alltoallv!,
-       gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!, waitall,
+       gather!, scatter!, barrier, send, recv!, P2POp, p2p_batch!,
        Mesh, Placement, Shard, Replicate, Partial, ShardedTensor, redistribute!, localpart,
        Bucketer, Zero, OptimizerConfig, region_apply!, ring_shift!,
        Schedule, Action, Timeline, Costs, Pipeline, Boundary, StageCall, run!,
        RouterConfig, route, router_backward, update_bias!, moe_layout, Moe, MoeHandle, dispatch, received,
        combine!, combine_backward!,
-       load_plugin, Plugin, PluginEntry, Closure, CustomOp, UserOp, register_op
+       load_plugin, Plugin, PluginEntry, Closure, CustomOp, UserOp, register_op,
+       PlanLayer, PlanCluster, PlanLayout, LayoutPlan, plan_layouts
 
 include("capi.jl")
 include("capi_training.jl")   # weft/training.h: structs and raw wrappers
 include("capi_pipeline.jl")   # weft/pipeline.h: structs and raw wrappers
 include("capi_moe.jl")   # weft/moe.h: structs and raw wrappers
 include("capi_plugin.jl")   # weft/plugin.h: structs and raw wrappers, CustomOp
+include("capi_plan.jl")   # weft/plan.h: structs and raw wrappers
 
 "Element types the collectives accept."
 const WeftType = Union{Float64,Float32,Float16,Int8,UInt8,Int32,UInt32,Int64,UInt64}
@@ -171,6 +186,7 @@ end
 # push the handle (and, for a request, the arrays it still uses, which stay rooted here) onto
 # _pending under a SpinLock taken with trylock; when the lock is busy they re-register
 # themselves and run at a later collection. The queue is drained by the next API call.
+# Requests are the exception: they queue on their own communicator (request.jl).
 
 const _pending = Any[]
 const _pending_lock = Threads.SpinLock()
@@ -193,15 +209,22 @@ function _drain()
     items = try
         its = copy(_pending)
         empty!(_pending)
-        Threads.atomic_sub!(_npending, length(its))
+        # A communicator's item counts its queued requests too (comm.jl: _finalize_comm).
+        Threads.atomic_sub!(_npending, sum(it -> it[1] === :comm ? 1 + length(it[3]) : 1, its; init=0))
         its
     finally
         unlock(_pending_lock)
     end
-    for (kind, h, _) in items
+    for (kind, h, x) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
+        if kind === :comm   # an unreachable communicator's dropped requests, before it goes
+            for (rh, _) in x
+                weft_request_free(rh)
+            end
+        end
     end
     _drain_moe(items)   # MoE handles, then Moes (moe.jl)
+    _drain_plan(items)   # plans (plan.jl)
     _drain_pipeline(items)   # pipelines, schedules, timelines (pipeline.jl)
     _drain_training(items)   # bucketers and ZeRO handles, before their communicators and meshes (training.jl)
     _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
@@ -224,5 +247,6 @@ include("pipeline.jl")   # schedules, timelines, simulation, tuning (weft/pipeli
 include("pipeline_exec.jl")   # the pipeline executor with Julia callbacks (weft/pipeline.h)
 include("moe.jl")   # router, layout, dispatch and combine (weft/moe.h)
 include("plugin.jl")   # plugins, calls by name, closures, Julia reduction operators (weft/plugin.h)
+include("plan.jl")   # the planner: layouts ranked by predicted step time, Amdahl/Gustafson (weft/plan.h)
 
 end # module

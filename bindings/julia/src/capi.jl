@@ -3,9 +3,12 @@
 # C result (a Cint status, or a Ptr{UInt8} for the two string functions). The high-level API in
 # Weft.jl checks the status and throws WeftError.
 #
-# The library is opened lazily on the first call: $WEFT_LIBRARY if set, else "libweft" through
-# the system's search path (LD_LIBRARY_PATH, ldconfig), else this repository's
-# build/lib/libweft.so. The function pointers are looked up once and cached.
+# The library is opened lazily on the first call: $WEFT_LIBRARY if set (and only it: a wrong
+# explicit choice is an error, not a reason to load another copy), else this checkout's
+# build/lib/libweft.so when it exists (the one the user built beats an installed one), else
+# "libweft" / "libweft.so.0" through the system's search path (LD_LIBRARY_PATH, ldconfig).
+# A failed dlopen reports dlerror's reason (a missing dependency such as UCX, say). The loaded
+# library's weft_version must report WEFT_ABI_VERSION. Function pointers are cached.
 
 const WEFT_VERSION_MAJOR = 0
 const WEFT_VERSION_MINOR = 1
@@ -104,7 +107,7 @@ end
 
 const _FUNCTIONS = (
     :weft_status_string, :weft_last_error, :weft_version, :weft_get_unique_id, :weft_comm_init,
-    :weft_comm_init_from_env, :weft_comm_split, :weft_comm_dup, :weft_comm_rank, :weft_comm_size,
+    :weft_comm_init_from_env, :weft_comm_split, :weft_comm_dup, :weft_comm_shrink, :weft_comm_rank, :weft_comm_size,
     :weft_comm_local_rank, :weft_comm_local_size, :weft_comm_abort, :weft_comm_destroy, :weft_wait,
     :weft_test, :weft_request_free, :weft_allreduce, :weft_broadcast, :weft_reduce, :weft_allgather,
     :weft_allgatherv, :weft_reduce_scatter, :weft_alltoall, :weft_alltoallv, :weft_gather,
@@ -134,21 +137,49 @@ The path of the loaded libweft (opening it if needed).
 """
 library_path() = (_load(); Libdl.dlpath(_handle[]))
 
-function _open_library()
-    candidates = String[]
+# The libraries to try, in order, and where each choice came from.
+function _library_candidates()
     env = get(ENV, "WEFT_LIBRARY", "")
-    if !isempty(env)
-        push!(candidates, env)
-    else
-        push!(candidates, "libweft")
-        push!(candidates, normpath(joinpath(@__DIR__, "..", "..", "..", "build", "lib", "libweft.so")))
+    isempty(env) || return [(env, "WEFT_LIBRARY")]
+    tree = normpath(joinpath(@__DIR__, "..", "..", "..", "build", "lib", "libweft.so"))
+    candidates = isfile(tree) ? [(tree, "this checkout's build")] : Tuple{String,String}[]
+    push!(candidates, ("libweft", "the system's search path"), ("libweft.so.0", "the system's search path"))
+    return candidates
+end
+
+function _open_library()
+    tried = String[]
+    for (path, origin) in _library_candidates()
+        # throw_error=true: the exception carries dlerror's text, the reason worth showing.
+        h = try
+            Libdl.dlopen(path, Libdl.RTLD_LAZY | Libdl.RTLD_GLOBAL)
+        catch e
+            push!(tried, "  $path ($origin): " * sprint(showerror, e))
+            nothing
+        end
+        h === nothing || return _check_abi(h, path)
     end
-    for path in candidates
-        h = Libdl.dlopen(path, Libdl.RTLD_LAZY | Libdl.RTLD_GLOBAL; throw_error=false)
-        h === nothing || h == C_NULL || return h
+    error("Weft: cannot open libweft. Tried:\n" * join(tried, "\n") * "\nSet WEFT_LIBRARY to the path " *
+          "of libweft.so, or install weft (its .deb) / add its folder to LD_LIBRARY_PATH. A library " *
+          "that exists but fails to load names its missing dependency above.")
+end
+
+# A library of another ABI version would be called with the wrong struct layouts: refuse it.
+function _check_abi(h::Ptr{Cvoid}, path::AbstractString)
+    f = Libdl.dlsym(h, :weft_version; throw_error=false)
+    if f === nothing || f == C_NULL
+        Libdl.dlclose(h)
+        error("Weft: $path has no weft_version: it is not libweft")
     end
-    error("Weft: cannot open libweft (tried $(join(candidates, ", "))). Set WEFT_LIBRARY to the " *
-          "path of libweft.so, or add its folder to LD_LIBRARY_PATH.")
+    code, abi = Ref{Cint}(0), Ref{Cint}(0)
+    ccall(f, Cint, (Ptr{Cint}, Ptr{Cint}), code, abi)
+    if abi[] != WEFT_ABI_VERSION
+        Libdl.dlclose(h)
+        error("Weft: $path has ABI version $(abi[]) (library version code $(code[])), but this Weft " *
+              "package was written for ABI version $WEFT_ABI_VERSION. Use a matching libweft " *
+              "(WEFT_LIBRARY=/path/to/libweft.so) or the Weft package that comes with it.")
+    end
+    return h
 end
 
 function _load()
@@ -201,6 +232,8 @@ weft_comm_split(comm, color, key, newcomm, config) =
           comm, color, key, newcomm, config)
 weft_comm_dup(comm, newcomm) =
     ccall(_sym(:weft_comm_dup), Cint, (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), comm, newcomm)
+weft_comm_shrink(comm, newcomm) =
+    ccall(_sym(:weft_comm_shrink), Cint, (Ptr{Cvoid}, Ptr{Ptr{Cvoid}}), comm, newcomm)
 weft_comm_rank(comm, rank) = ccall(_sym(:weft_comm_rank), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, rank)
 weft_comm_size(comm, size) = ccall(_sym(:weft_comm_size), Cint, (Ptr{Cvoid}, Ptr{Cint}), comm, size)
 weft_comm_local_rank(comm, local_rank) =

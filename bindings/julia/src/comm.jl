@@ -93,12 +93,29 @@ mutable struct Comm
     nranks::Int
     local_rank::Int
     local_size::Int
+    # Requests on this communicator that the GC dropped unwaited: (handle, arrays) pairs their
+    # finalizers queued here (under _pending_lock), freed by this communicator's next call on
+    # the thread using it (request.jl: _free_done_requests!), never from another thread.
+    pending::Vector{Any}
+    npending::Threads.Atomic{Int}
 end
 
+Comm(h::Ptr{Cvoid}, rank::Int, nranks::Int, local_rank::Int, local_size::Int) =
+    Comm(h, rank, nranks, local_rank, local_size, Any[], Threads.Atomic{Int}(0))
+
+# An unreachable communicator: no thread can be using it, so the next Weft call on any thread
+# may free it. Its queued requests go with it (freed first, then the communicator destroyed).
 function _finalize_comm(c::Comm)
-    h = c.handle
-    h == C_NULL && return nothing
-    _enqueue((:comm, h, nothing), c, _finalize_comm) && (c.handle = C_NULL)
+    c.handle == C_NULL && return nothing
+    trylock(_pending_lock) || (finalizer(_finalize_comm, c); return nothing)
+    try
+        reqs = _take_pending!(c)
+        push!(_pending, (:comm, c.handle, reqs))
+        Threads.atomic_add!(_npending, 1 + length(reqs))
+        c.handle = C_NULL
+    finally
+        unlock(_pending_lock)
+    end
     return nothing
 end
 
@@ -146,7 +163,13 @@ Base.isopen(c::Comm) = c.handle != C_NULL
 Base.show(io::IO, c::Comm) =
     print(io, isopen(c) ? "Weft.Comm(rank $(c.rank) of $(c.nranks))" : "Weft.Comm(closed)")
 
-_check_open(c::Comm) = c.handle == C_NULL ? _invalid("the communicator is closed") : nothing
+# Every call on a communicator checks it first; that is also where the requests the GC
+# dropped on it are freed (the ones complete by now), on the thread using it.
+function _check_open(c::Comm)
+    c.handle == C_NULL && _invalid("the communicator is closed")
+    _free_done_requests!(c)
+    return nothing
+end
 
 """
     close(comm)
@@ -158,7 +181,7 @@ function Base.close(c::Comm)
     _drain()
     h = c.handle
     h == C_NULL && return nothing
-    c.handle = C_NULL
+    _close_requests!(c)   # sets c.handle to C_NULL, frees the requests dropped on it
     _is_borrowed(c) && return nothing   # a mesh's communicator (Weft.comm): the mesh frees it
     _check(weft_comm_destroy(h))
     return nothing
@@ -185,6 +208,24 @@ function dup(c::Comm)
     _check_open(c)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     _check(weft_comm_dup(c.handle, out))
+    return _wrap(out[])
+end
+
+"""
+    Weft.shrink(comm) -> Comm
+
+`weft_comm_shrink`, collective over the survivors: after ranks of `comm` died, the survivors
+agree on who is gone and get a new communicator without them (same membership everywhere, the
+survivors' order). `comm` may be broken and must still be closed; on a healthy `comm` it equals
+`dup`. A rank the survivors took for dead gets `ERR_REMOTE`. If a rank dies during the shrink,
+the new communicator may still hold it: its first operation fails, and the survivors shrink
+again.
+"""
+function shrink(c::Comm)
+    _drain()
+    _check_open(c)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    _check(weft_comm_shrink(c.handle, out))
     return _wrap(out[])
 end
 

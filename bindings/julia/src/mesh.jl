@@ -118,7 +118,7 @@ _is_borrowed(c::Comm) = haskey(_borrowed, c)
 function _finalize_mesh(m::Mesh)
     h = m.handle
     h == C_NULL && return nothing
-    _enqueue((:mesh, h, nothing), m, _finalize_mesh) && (m.handle = C_NULL)
+    _enqueue((:mesh, h, m.comms), m, _finalize_mesh) && (m.handle = C_NULL)   # comms: see below
     return nothing
 end
 
@@ -128,8 +128,10 @@ function _drain_mesh_family(items)
         kind === :sharded && weft_sharded_destroy(h)
         kind === :checkpoint && weft_checkpoint_close(h)
     end
-    for (kind, h, _) in items
-        kind === :mesh && weft_mesh_destroy(h)
+    for (kind, h, comms) in items
+        kind === :mesh || continue
+        foreach(_close_requests!, values(comms))   # requests dropped on its communicators first
+        weft_mesh_destroy(h)
     end
     return nothing
 end
@@ -286,9 +288,7 @@ function Base.close(m::Mesh)
     _drain()
     h = m.handle
     h == C_NULL && return nothing
-    for c in values(m.comms)
-        c.handle = C_NULL
-    end
+    foreach(_close_requests!, values(m.comms))   # detaches each, freeing requests dropped on it
     empty!(m.comms)
     m.handle = C_NULL
     _check(weft_mesh_destroy(h))

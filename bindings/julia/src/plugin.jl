@@ -76,6 +76,13 @@ mutable struct Plugin
     entries::Vector{PluginEntry}
 end
 
+"""
+    Weft.load_plugin(path) -> Plugin
+
+`weft_plugin_load`: opens the plugin at `path`, verifies its manifest and registers its
+extensions; see [`Plugin`](@ref) for what the result holds. Throws `WeftError` naming the check
+that failed (a bad manifest, a missing symbol, another ABI).
+"""
 function load_plugin(path::AbstractString)
     occursin('\0', path) && _invalid("the plugin path contains a NUL character")
     h = Ref{Ptr{Cvoid}}(C_NULL)
@@ -294,6 +301,12 @@ end
 
 const _live_ops = Dict{Cint,UserOp}()   # registered operators stay reachable while weft may call them
 
+"""
+    Weft.register_op(f, T; name="julia_op") -> UserOp
+
+Registers the Julia function `f(dst, a, b)` as a reduction operator for element type `T`
+(`weft_op_create`); see [`UserOp`](@ref). Pass `Weft.op(u)` as a collective's `op`.
+"""
 function register_op(f, ::Type{T}; name::AbstractString="julia_op") where {T<:WeftType}
     occursin('\0', name) && _invalid("the operator name contains a NUL character")
     u = UserOp(Cint(-1), f, T, String(name), "")

@@ -18,6 +18,7 @@ include("training_tests.jl")   # training_single_rank_tests(), training_multiran
 include("pipeline_tests.jl")   # pipeline_single_rank_tests(), pipeline_multirank_tests(comm)
 include("moe_tests.jl")   # moe_single_rank_tests(), moe_multirank_tests(comm)
 include("plugin_tests.jl")   # plugin_single_rank_tests(), plugin_multirank_tests(comm)
+include("plan_tests.jl")   # plan_single_rank_tests() (the planner communicates nothing)
 
 function solo()
     id = Weft.unique_id()
@@ -44,6 +45,19 @@ function single_rank_tests()
         @test occursin("UNKNOWN", Weft.status_string(1234))
         @test sizeof(Weft.CommConfigC) == 40
         @test sizeof(Weft.UniqueIdC) == 128
+        # WEFT_LIBRARY is the only candidate when set, and a failed dlopen says why.
+        withenv("WEFT_LIBRARY" => "/nonexistent/libweft.so") do
+            @test Weft._library_candidates() == [("/nonexistent/libweft.so", "WEFT_LIBRARY")]
+            msg = try
+                Weft._open_library()
+                ""
+            catch e
+                sprint(showerror, e)
+            end
+            @test occursin("/nonexistent/libweft.so (WEFT_LIBRARY)", msg)
+            @test occursin("No such file", msg)
+        end
+        @test Weft._check_abi(Weft._handle[], Weft.library_path()) == Weft._handle[]
     end
 
     @testset "errors" begin
@@ -141,11 +155,25 @@ function single_rank_tests()
         wait(r2)
         @test recv == send
         @test buf == fill(Int32(5), 4)
-        waitall([barrier(c; async=true)])
+        Weft.waitall([barrier(c; async=true)])   # not exported: Base.waitall (Julia 1.12)
 
-        # Dropped requests and communicators are queued by their finalizers (called by hand
-        # here, as the GC would) and freed by the next call, never from the finalizer itself.
+        # A dropped request is queued by its finalizer (called by hand here, as the GC would)
+        # on its own communicator: another communicator's call leaves it alone (it may run on
+        # another thread), the owner's next call frees it once complete.
         tmp = solo()
+        req = allreduce!(tmp, zeros(8); async=true)
+        Weft._finalize_request(req)
+        @test Weft.pending_count(tmp) == 1
+        barrier(c)
+        @test Weft.pending_count(tmp) == 1
+        for _ in 1:100                              # the allreduce completes; a bound, not a spin
+            Weft.pending_count(tmp) == 0 && break
+            barrier(tmp)
+            sleep(0.01)
+        end
+        @test Weft.pending_count(tmp) == 0
+        # A dropped communicator takes its queued requests along to the global queue, which
+        # the next call on any thread drains (nobody can be using an unreachable communicator).
         req = allreduce!(tmp, zeros(8); async=true)
         Weft._finalize_request(req)
         Weft._finalize_comm(tmp)
@@ -332,7 +360,7 @@ function multirank_tests()
         while !Weft.test(reqs[3])
             sleep(0.0001)
         end
-        waitall(reverse(reqs))
+        Weft.waitall(reverse(reqs))
         @test all(xs .== 6)
         @test all(y .== Float16(2))
         @test z == UInt8[1, 2, 3, 4]
@@ -411,6 +439,7 @@ else
         pipeline_single_rank_tests()
         moe_single_rank_tests()
         plugin_single_rank_tests()
+        plan_single_rank_tests()
     end
     spawn_multirank()
 end

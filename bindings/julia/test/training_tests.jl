@@ -349,7 +349,7 @@ function training_multirank_tests(c::Comm)
         reqs = [region_apply!(rs1, line, :dp, :seq_reduce_scatter, part; async=true),
                 region_apply!(rs2, line, :dp, :seq_gather, part; backward=true, async=true),
                 ring_shift!(recv, line, :dp, 1, send; async=true)]
-        waitall(reqs)
+        Weft.waitall(reqs)
         @test rs1 == mine .* total && rs2 == mine .* total
         @test recv == Int64[10 * mod(r - 1, n), 1, 2]
         back = zeros(Int64, 3)

@@ -46,6 +46,13 @@ Plugins (weft/plugin.h):
     comm.allreduce(x, op=p.entry("absmax"))                     # a plugin's reduction operator
     op = weft.register_op(lambda d, a, b: np.maximum(a, b, out=d), dtypes=["float32"])
 
+The planner (weft/plan.h): parallel layouts ranked by predicted step time, Amdahl and Gustafson:
+
+    layers = [weft.PlanLayer("block", count=4, params=1e6, forward_seconds=1e-4, output_bytes=1024)]
+    cluster = weft.PlanCluster(ranks_per_host=8, memory_per_rank=16e9, intra_bandwidth=1e10)
+    with weft.plan_layouts(layers, cluster, global_batch=64) as p:   # or weft.LayoutPlan.load(model, cluster)
+        print(p.table(), p.report()); best = p.best                  # a weft.PlanLayout
+
 ``import weft.torch`` registers the torch.distributed backend "weft"; weft.torch_parallel has the
 torch.autograd.Functions of the regions and ring attention.
 """
@@ -71,6 +78,7 @@ from ._moe import (DROPPED, Drop, Moe, MoeHandle, RouteResult, RouterConfig, Rou
 from ._moe import Layout as MoeLayout
 from ._plugin import Closure, Plugin, PluginEntry, PluginKind, ValueType, as_value_type, load_plugin
 from ._user_ops import UserOp, destroy_op, register_op
+from ._plan import LayoutPlan, PlanCluster, PlanInfo, PlanLayer, PlanLayout, PlanScaling, ScalingPoint, plan_layouts
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -92,6 +100,7 @@ __all__ = [
     "router_backward", "update_bias",
     "Closure", "Plugin", "PluginEntry", "PluginKind", "UserOp", "ValueType", "as_value_type", "destroy_op",
     "load_plugin", "register_op",
+    "LayoutPlan", "PlanCluster", "PlanInfo", "PlanLayer", "PlanLayout", "PlanScaling", "ScalingPoint", "plan_layouts",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",
@@ -115,3 +124,22 @@ def _at_exit():
 
 
 _atexit.register(_at_exit)
+
+
+class LibraryNotFoundWarning(RuntimeWarning):
+    """Issued once by ``import weft`` when libweft.so cannot be loaded (the package still imports,
+    so help() and type checkers work; the first call raises LibraryNotFoundError)."""
+
+
+def _warn_if_library_missing():
+    import warnings
+    try:
+        _lib_module.lib()
+    except LibraryNotFoundError as e:
+        warnings.warn(LibraryNotFoundWarning("weft: %s" % e), stacklevel=3)
+
+
+from . import _lib as _lib_module  # noqa: E402
+
+_warn_if_library_missing()
+__all__.append("LibraryNotFoundWarning")

@@ -5,9 +5,12 @@ array.array) and objects with ``__dlpack__`` (torch tensors on the CPU). A view 
 points at alive (and exported: a bytearray cannot be resized meanwhile) until release().
 """
 
+from __future__ import annotations
+
 import ctypes
 import enum
 import sys
+from typing import Any, Optional, Union
 
 from . import _errors, _lib
 
@@ -29,11 +32,13 @@ class DType(enum.IntEnum):
     UINT64 = 11
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
+        """Bytes per element."""
         return _ITEMSIZE[self]
 
     @property
-    def is_floating(self):
+    def is_floating(self) -> bool:
+        """True for the floating-point types (float64 down to fp8)."""
         return self <= DType.FP8_E5M2
 
 
@@ -60,7 +65,7 @@ _NAMES = {
 }
 
 
-def as_dtype(value):
+def as_dtype(value: Union[DType, int, str, Any]) -> DType:
     """DType from a DType, its int value, a name ("float32", "bfloat16", "fp8_e4m3"), a numpy
     dtype/type or a torch dtype."""
     if isinstance(value, DType):
@@ -234,7 +239,8 @@ class Buffer:
     __slots__ = ("ptr", "nbytes", "itemsize", "dtype", "storage", "readonly", "owner", "_pybuf", "_managed",
                  "__weakref__")
 
-    def __init__(self, ptr, nbytes, itemsize, dtype, storage, readonly, owner):
+    def __init__(self, ptr: Optional[int], nbytes: int, itemsize: int, dtype: Optional[DType], storage: str,
+                 readonly: bool, owner: Any) -> None:
         self.ptr = ptr or None
         self.nbytes = nbytes
         self.itemsize = itemsize
@@ -246,14 +252,16 @@ class Buffer:
         self._managed = None
 
     @property
-    def count(self):
+    def count(self) -> int:
+        """Number of elements (nbytes // itemsize)."""
         return self.nbytes // self.itemsize if self.itemsize else 0
 
-    def offset(self, elements):
+    def offset(self, elements: int) -> int:
         """Address of element `elements` (for in-place conventions)."""
         return (self.ptr or 0) + elements * self.itemsize
 
-    def release(self):
+    def release(self) -> None:
+        """Gives back the exported buffer / DLPack tensor the view holds; idempotent."""
         pybuf, self._pybuf = self._pybuf, None
         if pybuf is not None:
             _api.PyBuffer_Release(ctypes.byref(pybuf))
@@ -344,7 +352,8 @@ def _from_dlpack(obj, what, writable):
         raise
 
 
-def as_buffer(obj, what="buffer", writable=False, dtype=None):
+def as_buffer(obj: Any, what: str = "buffer", writable: bool = False,
+              dtype: Union[DType, str, Any, None] = None) -> Buffer:
     """A Buffer over obj (see module doc). ``dtype`` (anything as_dtype takes) reinterprets the
     storage: allowed when it is the storage's own dtype, when the storage is an integer type of
     the same item size (bfloat16 in uint16, fp8 in uint8), or when the storage is bytes
@@ -400,7 +409,7 @@ def as_buffer(obj, what="buffer", writable=False, dtype=None):
     return buf
 
 
-def dtype_size(dtype):
+def dtype_size(dtype: Union[DType, int, str, Any]) -> int:
     """weft_dtype_size(): bytes per element of a weft dtype."""
     d = as_dtype(dtype)
     out = ctypes.c_size_t()

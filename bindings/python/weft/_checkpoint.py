@@ -3,9 +3,11 @@
 A checkpoint is a directory: one data file per writing rank per save and an index,
 ``index.weft``. Save on one mesh, load on another (any layout, any number of ranks)."""
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Iterable, Iterator, List, Mapping, NamedTuple, Tuple, Union
 
 from ._handle import Handle
 from . import _errors, _lib
@@ -13,6 +15,11 @@ from ._buffers import DType
 from ._comm import Comm
 from ._errors import InvalidArgument
 from ._sharded import ShardedTensor, _Locks, _writable
+
+# A directory or file name.
+PathLike = Union[str, bytes, os.PathLike]
+# {name: ShardedTensor}, or (name, ShardedTensor) pairs.
+NamedTensors = Union[Mapping[str, ShardedTensor], Iterable[Tuple[str, ShardedTensor]]]
 
 
 def _path(p, what):
@@ -46,7 +53,7 @@ def _pairs(tensors, what):
     return c_names, c_handles, n, objs
 
 
-def save(comm, dir, tensors, fsync=True):
+def save(comm: Comm, dir: PathLike, tensors: NamedTensors, fsync: bool = True) -> None:
     """weft_checkpoint_save(): writes the sharded tensors this rank holds ({name: ShardedTensor},
     or (name, tensor) pairs; the set may differ by rank, a tensor held by several ranks has the
     same name, global shape and dtype on each) into directory `dir` (created when missing).
@@ -62,7 +69,7 @@ def save(comm, dir, tensors, fsync=True):
         _errors.check(_lib.fn("weft_checkpoint_save")(comm._h(), c_dir, names, handles, n, ctypes.byref(cfg)))
 
 
-def load(dir, tensors):
+def load(dir: PathLike, tensors: NamedTensors) -> NamedTensors:
     """weft_checkpoint_load(): fills each tensor's local memory ({name: ShardedTensor}, any
     layout, any mesh) with the values stored under its name, reading only the boxes this rank
     needs. Not collective. Errors name the file and tensor (missing tensor, other shape or
@@ -76,8 +83,13 @@ def load(dir, tensors):
     return tensors
 
 
-CheckpointTensor = collections.namedtuple("CheckpointTensor", "name dtype shape nshards")
-CheckpointTensor.__doc__ = "One tensor of a checkpoint: name, weft.DType, global shape (tuple), stored shards."
+class CheckpointTensor(NamedTuple):
+    """One tensor of a checkpoint: name, weft.DType, global shape (tuple), stored shards."""
+
+    name: str
+    dtype: Union[DType, int]
+    shape: Tuple[int, ...]
+    nshards: int
 
 
 class Checkpoint(Handle):
@@ -91,7 +103,7 @@ class Checkpoint(Handle):
 
     len(ck) is the number of tensors; ck[i] or ck["name"] is one of them."""
 
-    def __init__(self, dir):
+    def __init__(self, dir: PathLike) -> None:
         self._handle = None
         self._dir = os.fspath(dir)
         out = ctypes.c_void_p()
@@ -99,7 +111,8 @@ class Checkpoint(Handle):
         self._handle = out.value
 
     @classmethod
-    def open(cls, dir):
+    def open(cls, dir: PathLike) -> Checkpoint:
+        """The same as Checkpoint(dir)."""
         return cls(dir)
 
     def _h(self):
@@ -108,7 +121,7 @@ class Checkpoint(Handle):
         return self._handle
 
     @property
-    def count(self):
+    def count(self) -> int:
         """weft_checkpoint_count(): number of tensors."""
         n = ctypes.c_size_t()
         _errors.check(_lib.fn("weft_checkpoint_count")(self._h(), ctypes.byref(n)))
@@ -117,7 +130,7 @@ class Checkpoint(Handle):
     def __len__(self):
         return self.count
 
-    def tensor(self, i):
+    def tensor(self, i: int) -> CheckpointTensor:
         """weft_checkpoint_tensor(): tensor i as a CheckpointTensor."""
         name = ctypes.c_char_p()
         dtype, ndim = ctypes.c_int(), ctypes.c_int()
@@ -129,11 +142,11 @@ class Checkpoint(Handle):
         return CheckpointTensor(name.value.decode("utf-8", "replace"), d, tuple(shape[k] for k in range(ndim.value)),
                                 nshards.value)
 
-    def tensors(self):
+    def tensors(self) -> List[CheckpointTensor]:
         """Every tensor, in index order (a list of CheckpointTensor)."""
         return [self.tensor(i) for i in range(self.count)]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CheckpointTensor]:
         return iter(self.tensors())
 
     def __getitem__(self, key):
@@ -150,19 +163,20 @@ class Checkpoint(Handle):
     def __contains__(self, name):
         return any(t.name == name for t in self)
 
-    def names(self):
+    def names(self) -> List[str]:
+        """The tensors' names, in index order."""
         return [t.name for t in self]
 
-    def verify(self):
+    def verify(self) -> None:
         """weft_checkpoint_verify(): reads every shard and checks its length and CRC-32C; raises
         (naming file and tensor) at the first failure."""
         _errors.check(_lib.fn("weft_checkpoint_verify")(self._h()))
 
-    def export_safetensors(self, path):
+    def export_safetensors(self, path: PathLike) -> None:
         """weft_checkpoint_export_safetensors(): the whole checkpoint as one safetensors file."""
         _errors.check(_lib.fn("weft_checkpoint_export_safetensors")(self._h(), _path(path, "path")))
 
-    def close(self):
+    def close(self) -> None:
         """weft_checkpoint_close(); idempotent."""
         h, self._handle = self._handle, None
         if h is not None:

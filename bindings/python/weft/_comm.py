@@ -1,28 +1,23 @@
 """Communicators, requests and collectives over weft.h."""
 
+from __future__ import annotations
+
 import ctypes
 import datetime
-import enum
 import os
 import threading
 import weakref
 
 from ._handle import Handle
 from . import _errors, _lib
-from ._buffers import Buffer, DType, as_buffer
+from ._buffers import DType, as_buffer
 from ._errors import InvalidArgument, Status, Unsupported
 from ._plugin_ids import extension_id, names_extension
 from ._user_ops import with_op_error as _with_op_error
+from ._request import _P2P_KINDS, P2POp, Request, _release, wait_all  # noqa: F401 (re-exported)
+from ._types import BufferLike, DTypeLike, Op, OpLike, Result, TimeoutLike  # noqa: F401 (re-exported)
 
-
-class Op(enum.IntEnum):
-    """weft_op_t."""
-
-    SUM = 0
-    PROD = 1
-    MIN = 2
-    MAX = 3
-    AVG = 4
+from typing import Optional, Sequence, Tuple, Union
 
 
 SUM, PROD, MIN, MAX, AVG = Op.SUM, Op.PROD, Op.MIN, Op.MAX, Op.AVG
@@ -31,7 +26,7 @@ _OP_NAMES = {"sum": Op.SUM, "prod": Op.PROD, "product": Op.PROD, "min": Op.MIN, 
              "avg": Op.AVG, "mean": Op.AVG, "average": Op.AVG}
 
 
-def as_op(op):
+def as_op(op: OpLike) -> Union[Op, int]:
     """Op from an Op, its value or name; a register_op / plugin REDUCE_OP entry / id >= 64 as its int."""
     if isinstance(op, Op):
         return op
@@ -70,7 +65,7 @@ class UniqueId(bytes):
     """The 128 opaque bytes of a weft_unique_id_t: send them to every rank by any means
     (they pickle as bytes) and pass them to Comm(unique_id, rank, size)."""
 
-    def __new__(cls, data):
+    def __new__(cls, data: bytes) -> UniqueId:
         data = bytes(data)
         if len(data) != _lib.UNIQUE_ID_BYTES:
             raise InvalidArgument("a unique id is %d bytes, got %d" % (_lib.UNIQUE_ID_BYTES, len(data)))
@@ -88,7 +83,7 @@ class UniqueId(bytes):
 _env_lock = threading.Lock()
 
 
-def get_unique_id(port=None):
+def get_unique_id(port: Optional[int] = None) -> UniqueId:
     """weft_get_unique_id(): starts a rendezvous store in this process and describes it.
 
     port=None or 0: the library's choice (WEFT_UNIQUE_ID_PORT if set, else any free port);
@@ -135,17 +130,11 @@ def _config(timeout=None, name=None, check=False):
     return cfg
 
 
-def version():
+def version() -> Tuple[int, int]:
     """(version_code, abi_version) of the loaded library, e.g. (100, 1) for 0.1.0."""
     code, abi = ctypes.c_int(), ctypes.c_int()
     _errors.check(_lib.lib().weft_version(ctypes.byref(code), ctypes.byref(abi)))
     return code.value, abi.value
-
-
-def _release(keep):
-    for k in keep:
-        if isinstance(k, Buffer):
-            k.release()
 
 
 def _size_array(values, n, what):
@@ -199,88 +188,6 @@ def _need(b, elements, what, why):
         raise InvalidArgument("%s holds %d elements; %s needs at least %d" % (what, b.count, why, elements))
 
 
-class Request:
-    """An operation started with async_op=True. wait() blocks until it completes (raising its
-    error, if any) and returns what the blocking call would have returned; test() says whether
-    it has completed. The buffers stay referenced (and exported) until completion."""
-
-    def __init__(self, comm, handle, keep, result, what):
-        self._comm = comm
-        self._handle = handle
-        self._keep = keep
-        self._result = result
-        self._what = what
-        self._error = None
-
-    @property
-    def done(self):
-        return self._handle is None
-
-    def _finish(self, status):
-        raw = _lib.lib().weft_last_error() if status != Status.OK else None
-        err = None
-        if status != Status.OK:
-            message = raw.decode("utf-8", "replace") if raw else _errors.status_string(status)
-            err = _errors.error_for(status, message)
-        _lib.lib().weft_request_free(self._handle)
-        self._handle = None
-        _release(self._keep)
-        self._keep = ()
-        self._error = err
-
-    def wait(self):
-        with self._comm._lock:
-            if self._handle is not None:
-                self._finish(_lib.lib().weft_wait(self._handle))
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-    def test(self):
-        """True when complete (raising the operation's error, if it failed), False if not yet."""
-        with self._comm._lock:
-            if self._handle is not None:
-                done = ctypes.c_int(0)
-                st = _lib.lib().weft_test(self._handle, ctypes.byref(done))
-                if st == Status.IN_PROGRESS:
-                    return False
-                self._finish(st)
-        if self._error is not None:
-            raise self._error
-        return True
-
-    def __del__(self):
-        h = getattr(self, "_handle", None)
-        if h is None:
-            return
-        try:
-            with self._comm._lock:
-                if self._handle is not None:
-                    _lib.lib().weft_request_free(self._handle)  # waits for a pending operation
-                    self._handle = None
-                    _release(self._keep)
-        except Exception:
-            pass
-
-    def __repr__(self):
-        return "<weft.Request %s %s>" % (self._what, "done" if self.done else "pending")
-
-
-def wait_all(requests):
-    """Waits for every request; returns their results in order (the first error is raised after
-    all have been waited for)."""
-    results, first = [], None
-    for r in requests:
-        try:
-            results.append(r.wait())
-        except _errors.WeftError as e:
-            results.append(None)
-            first = first or e
-    if first is not None:
-        raise first
-    return results
-
-
 _live_comms = weakref.WeakSet()
 
 
@@ -292,7 +199,8 @@ class Comm(Handle):
     any time. Close it with close() or a with-block; collected communicators are closed too.
     """
 
-    def __init__(self, unique_id, rank, size, timeout=None, name=None, check=False):
+    def __init__(self, unique_id: UniqueId, rank: int, size: int, timeout: TimeoutLike = None,
+                 name: Optional[str] = None, check: bool = False) -> None:
         uid = unique_id if isinstance(unique_id, UniqueId) else UniqueId(unique_id)
         cfg = _config(timeout, name, check)
         handle = ctypes.c_void_p()
@@ -302,7 +210,7 @@ class Comm(Handle):
         self._setup(handle)
 
     @classmethod
-    def from_env(cls, timeout=None, name=None, check=False):
+    def from_env(cls, timeout: TimeoutLike = None, name: Optional[str] = None, check: bool = False) -> Comm:
         """weft_comm_init_from_env(): rank, size and store from the launcher's environment
         (weftrun's WEFT_*, torchrun's, Open MPI's, PMI's or Slurm's). timeout: seconds or a
         timedelta for every blocking wait (None = WEFT_TIMEOUT or 300 s); check=True compares
@@ -332,7 +240,7 @@ class Comm(Handle):
     _owner = None  # the Mesh a borrowed communicator belongs to; None: this object owns the handle
 
     @property
-    def borrowed(self):
+    def borrowed(self) -> bool:
         """True for a communicator that belongs to a Mesh (Mesh.comm()): never destroyed here."""
         return self._owner is not None
 
@@ -357,20 +265,23 @@ class Comm(Handle):
     # -------------------------------------------------------------- lifecycle and queries
 
     @property
-    def rank(self):
+    def rank(self) -> int:
+        """This process's rank in the communicator, 0 .. size - 1."""
         return self._rank
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """Number of ranks in the communicator."""
         return self._size
 
     @property
-    def local_rank(self):
+    def local_rank(self) -> int:
         """Rank among this communicator's processes on this host."""
         return self._local_rank
 
     @property
-    def local_size(self):
+    def local_size(self) -> int:
+        """Number of this communicator's processes on this host."""
         return self._local_size
 
     def _h(self):
@@ -379,14 +290,14 @@ class Comm(Handle):
             raise InvalidArgument("the communicator is closed")
         return h
 
-    def abort(self):
+    def abort(self) -> None:
         """weft_comm_abort(): every pending and later operation fails with weft.Aborted. Any
         thread, any time; the communicator must still be closed."""
         h = self._handle
         if h is not None:
             _errors.check(_lib.lib().weft_comm_abort(h))
 
-    def close(self):
+    def close(self) -> None:
         """weft_comm_destroy(): waits for this rank's outstanding operations (within the deadline),
         then frees the communicator. Not collective; idempotent. On a communicator borrowed from
         a Mesh (Mesh.comm()) it only detaches this object: the mesh frees the handle."""
@@ -399,7 +310,8 @@ class Comm(Handle):
         return "<weft.Comm rank %d of %d%s%s>" % (self._rank, self._size, " of a mesh" if self.borrowed else "",
                                                  " closed" if self.closed else "")
 
-    def split(self, color, key=0, timeout=None, name=None, check=None):
+    def split(self, color: int, key: int = 0, timeout: TimeoutLike = None, name: Optional[str] = None,
+              check: Optional[bool] = None) -> Optional[Comm]:
         """weft_comm_split() (collective): ranks with the same color >= 0 form a new communicator
         ordered by (key, rank); color < 0 (SPLIT_NOCOLOR) returns None. Options left at None are
         inherited from this communicator; giving any builds a fresh config (the rest default)."""
@@ -411,11 +323,23 @@ class Comm(Handle):
             _errors.check(_lib.lib().weft_comm_split(self._h(), int(color), int(key), ctypes.byref(out), cfg))
         return Comm._adopt(out) if out.value else None
 
-    def dup(self):
+    def dup(self) -> Comm:
         """weft_comm_dup() (collective): same ranks, own message space."""
         out = ctypes.c_void_p()
         with self._lock:
             _errors.check(_lib.lib().weft_comm_dup(self._h(), ctypes.byref(out)))
+        return Comm._adopt(out)
+
+    def shrink(self) -> Comm:
+        """weft_comm_shrink() (collective over the survivors): after ranks died (an operation
+        raised RemoteError, say), the survivors agree on who is gone and get a new Comm without
+        them: the same membership on every survivor, in the survivors' order. This comm may be
+        broken and must still be closed; on a healthy comm it equals dup(). A rank the
+        survivors took for dead gets RemoteError. If a rank dies during the shrink, the new
+        Comm may still hold it: its first operation fails, and the survivors shrink again."""
+        out = ctypes.c_void_p()
+        with self._lock:
+            _errors.check(_lib.lib().weft_comm_shrink(self._h(), ctypes.byref(out)))
         return Comm._adopt(out)
 
     # -------------------------------------------------------------- issuing
@@ -446,7 +370,8 @@ class Comm(Handle):
 
     # -------------------------------------------------------------- collectives
 
-    def allreduce(self, sendbuf, recvbuf=None, op=Op.SUM, dtype=None, async_op=False):
+    def allreduce(self, sendbuf: BufferLike, recvbuf: BufferLike = None, op: OpLike = Op.SUM,
+                  dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """Reduces sendbuf across ranks into recvbuf (recvbuf=None: in place in sendbuf).
         Returns the buffer holding the result (a Request with async_op=True)."""
         user_op, op = op, as_op(op)
@@ -471,14 +396,15 @@ class Comm(Handle):
             "allreduce", _lib.lib().weft_allreduce, (send.ptr, recv.ptr, send.count, dt, int(op)),
             keep, result, async_op))
 
-    def broadcast(self, buf, root=0, dtype=None, async_op=False):
+    def broadcast(self, buf: BufferLike, root: int = 0, dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """Root's buf is sent; every other rank receives into its buf."""
         b = self._buf(buf, "buf", writable=self._rank != root, dtype=dtype)
         dt, scale = _wire(b)
         return self._issue("broadcast", _lib.lib().weft_broadcast, (b.ptr, b.count * scale, dt, int(root)),
                            [b], buf, async_op)
 
-    def reduce(self, sendbuf, recvbuf=None, op=Op.SUM, root=0, dtype=None, async_op=False):
+    def reduce(self, sendbuf: BufferLike, recvbuf: BufferLike = None, op: OpLike = Op.SUM, root: int = 0,
+               dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """Reduces sendbuf to root's recvbuf (root with recvbuf=None: in place in sendbuf).
         recvbuf is ignored elsewhere. Returns the result buffer at root, None elsewhere."""
         user_op, op = op, as_op(op)
@@ -505,7 +431,8 @@ class Comm(Handle):
             "reduce", _lib.lib().weft_reduce, (send.ptr, recv_ptr, send.count, dt, int(op), int(root)),
             keep, result, async_op))
 
-    def allgather(self, sendbuf, recvbuf, dtype=None, async_op=False):
+    def allgather(self, sendbuf: BufferLike, recvbuf: BufferLike, dtype: DTypeLike = None,
+                  async_op: bool = False) -> Result:
         """recvbuf gets every rank's sendbuf, rank i's at block i (size * count elements).
         sendbuf=IN_PLACE (or None): this rank's block of recvbuf is its contribution."""
         keep = []
@@ -532,7 +459,8 @@ class Comm(Handle):
         return self._issue("allgather", _lib.lib().weft_allgather,
                            (send_ptr, recv.ptr, count * scale, dt), keep, recvbuf, async_op)
 
-    def allgatherv(self, sendbuf, recvbuf, recvcounts, displs=None, dtype=None, async_op=False):
+    def allgatherv(self, sendbuf: BufferLike, recvbuf: BufferLike, recvcounts: Sequence[int],
+                   displs: Optional[Sequence[int]] = None, dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """Rank i's recvcounts[i] elements land at displs[i] (default: packed in rank order).
         sendbuf=IN_PLACE (or None): the contribution is already at displs[rank] in recvbuf."""
         n = self._size
@@ -561,7 +489,8 @@ class Comm(Handle):
         return self._issue("allgatherv", _lib.lib().weft_allgatherv,
                            (send_ptr, send_count * scale, recv.ptr, c_counts, c_displs, dt), keep, recvbuf, async_op)
 
-    def reduce_scatter(self, sendbuf, recvbuf=None, op=Op.SUM, dtype=None, async_op=False):
+    def reduce_scatter(self, sendbuf: BufferLike, recvbuf: BufferLike = None, op: OpLike = Op.SUM,
+                       dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """sendbuf holds size equal blocks; rank i receives the reduction of block i.
         recvbuf=None: in place (the result lands in block `rank` of sendbuf)."""
         user_op, op = op, as_op(op)
@@ -590,7 +519,8 @@ class Comm(Handle):
             "reduce_scatter", _lib.lib().weft_reduce_scatter, (send.ptr, recv_ptr, count, dt, int(op)),
             keep, result, async_op))
 
-    def alltoall(self, sendbuf, recvbuf=None, dtype=None, async_op=False):
+    def alltoall(self, sendbuf: BufferLike, recvbuf: BufferLike = None, dtype: DTypeLike = None,
+                 async_op: bool = False) -> Result:
         """Block j of sendbuf goes to rank j; block i of recvbuf comes from rank i.
         recvbuf=None: in place in sendbuf."""
         keep = []
@@ -617,8 +547,10 @@ class Comm(Handle):
         return self._issue("alltoall", _lib.lib().weft_alltoall,
                            (send.ptr, recv.ptr, count * scale, dt), keep, result, async_op)
 
-    def alltoallv(self, sendbuf, sendcounts, recvbuf, recvcounts, sdispls=None, rdispls=None, dtype=None,
-                  async_op=False):
+    def alltoallv(self, sendbuf: BufferLike, sendcounts: Sequence[int], recvbuf: BufferLike,
+                  recvcounts: Sequence[int], sdispls: Optional[Sequence[int]] = None,
+                  rdispls: Optional[Sequence[int]] = None, dtype: DTypeLike = None,
+                  async_op: bool = False) -> Result:
         """sendcounts[j] elements at sdispls[j] go to rank j; recvcounts[i] elements from rank i
         land at rdispls[i] (displacements default to packed in rank order). recvbuf=None: in
         place in sendbuf."""
@@ -654,7 +586,8 @@ class Comm(Handle):
                            (send.ptr, arrays[0], arrays[1], recv.ptr, arrays[2], arrays[3], dt), keep, result,
                            async_op)
 
-    def gather(self, sendbuf, recvbuf=None, root=0, dtype=None, async_op=False):
+    def gather(self, sendbuf: BufferLike, recvbuf: BufferLike = None, root: int = 0, dtype: DTypeLike = None,
+               async_op: bool = False) -> Result:
         """Root's recvbuf gets every rank's sendbuf, rank i's at block i. At root,
         sendbuf=IN_PLACE (or None) means the root's block of recvbuf is its contribution.
         Returns recvbuf at root, None elsewhere."""
@@ -691,7 +624,8 @@ class Comm(Handle):
         return self._issue("gather", _lib.lib().weft_gather,
                            (send_ptr, recv_ptr, count * scale, dt, int(root)), keep, result, async_op)
 
-    def scatter(self, sendbuf, recvbuf, root=0, dtype=None, async_op=False):
+    def scatter(self, sendbuf: BufferLike, recvbuf: BufferLike, root: int = 0, dtype: DTypeLike = None,
+                async_op: bool = False) -> Result:
         """Root's sendbuf holds size equal blocks; rank i receives block i into recvbuf. At
         root, recvbuf=IN_PLACE (or None) leaves the root's block where it is in sendbuf.
         sendbuf is ignored on other ranks."""
@@ -726,10 +660,11 @@ class Comm(Handle):
         return self._issue("scatter", _lib.lib().weft_scatter,
                            (send_ptr, recv_ptr, count * scale, dt, int(root)), keep, result, async_op)
 
-    def barrier(self, async_op=False):
+    def barrier(self, async_op: bool = False) -> Optional[Request]:
+        """Returns once every rank has called it (a Request with async_op=True)."""
         return self._issue("barrier", _lib.lib().weft_barrier, (), [], None, async_op)
 
-    def send(self, buf, peer, dtype=None, async_op=False):
+    def send(self, buf: BufferLike, peer: int, dtype: DTypeLike = None, async_op: bool = False) -> Optional[Request]:
         """Sends buf to peer. Messages between a pair of ranks match in issue order; the
         receiver's count must equal the sender's (else weft.Mismatch)."""
         b = self._buf(buf, "buf", dtype=dtype)
@@ -737,14 +672,15 @@ class Comm(Handle):
         return self._issue("send", _lib.lib().weft_send, (b.ptr, b.count * scale, dt, int(peer)), [b], None,
                            async_op)
 
-    def recv(self, buf, peer, dtype=None, async_op=False):
+    def recv(self, buf: BufferLike, peer: int, dtype: DTypeLike = None, async_op: bool = False) -> Result:
         """Receives from peer into buf (its whole size). Returns buf."""
         b = self._buf(buf, "buf", writable=True, dtype=dtype)
         dt, scale = _wire(b)
         return self._issue("recv", _lib.lib().weft_recv, (b.ptr, b.count * scale, dt, int(peer)), [b], buf,
                            async_op)
 
-    def p2p_batch(self, ops, async_op=False):
+    def p2p_batch(self, ops: Sequence[Union[P2POp, Tuple[str, BufferLike, int]]],
+                  async_op: bool = False) -> Optional[Request]:
         """Posts every operation of ops (P2POp.send / P2POp.recv, or ("send"|"recv", buf, peer)
         tuples) together, as torch's batch_isend_irecv; returns when all have completed (a
         Request with async_op=True). Matching with the peers' sends and receives (batched or
@@ -763,32 +699,6 @@ class Comm(Handle):
             _release(keep)
             raise
         return self._issue("p2p_batch", _lib.lib().weft_p2p_batch, (arr, len(ops)), keep, None, async_op)
-
-
-_P2P_KINDS = {"send": 0, "recv": 1}  # WEFT_P2P_SEND, WEFT_P2P_RECV
-
-
-class P2POp:
-    """One operation of Comm.p2p_batch: kind "send" (buf is read) or "recv" (buf is written,
-    its whole size), to or from rank peer; dtype reinterprets buf as for send/recv."""
-
-    __slots__ = ("kind", "buf", "peer", "dtype")
-
-    def __init__(self, kind, buf, peer, dtype=None):
-        if kind not in _P2P_KINDS:
-            raise InvalidArgument("P2POp kind %r is not \"send\" or \"recv\"" % (kind,))
-        self.kind, self.buf, self.peer, self.dtype = kind, buf, peer, dtype
-
-    @classmethod
-    def send(cls, buf, peer, dtype=None):
-        return cls("send", buf, peer, dtype)
-
-    @classmethod
-    def recv(cls, buf, peer, dtype=None):
-        return cls("recv", buf, peer, dtype)
-
-    def __repr__(self):
-        return "P2POp(%r, <%s>, peer=%r)" % (self.kind, type(self.buf).__name__, self.peer)
 
 
 def _close_all():

@@ -1,7 +1,10 @@
 """weft_status_t as exceptions: every failed call raises a WeftError subclass whose message is
 weft_last_error() (read on the failing thread, right after the call)."""
 
+from __future__ import annotations
+
 import enum
+from typing import Union
 
 from . import _lib
 
@@ -28,7 +31,7 @@ class WeftError(Exception):
 
     status = None  # set per subclass; WeftError itself is used for unknown codes
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Union[Status, int, None] = None) -> None:
         if status is not None:
             self.status = status
         self.message = message
@@ -99,7 +102,7 @@ _BY_STATUS = {c.status: c for c in (InvalidArgument, Unsupported, OutOfMemory, T
                                     Aborted, Mismatch, TransportError, InternalError)}
 
 
-def error_for(status, message):
+def error_for(status: int, message: str) -> WeftError:
     """The exception for a status code (an int from the library)."""
     try:
         st = Status(status)
@@ -109,12 +112,12 @@ def error_for(status, message):
     return cls(message, st) if cls is WeftError else cls(message)
 
 
-def status_string(status):
+def status_string(status: Union[Status, int]) -> str:
     """weft_status_string(): the library's name and short explanation of a status."""
     return _lib.lib().weft_status_string(int(status)).decode("utf-8", "replace")
 
 
-def check(status):
+def check(status: int) -> None:
     """Raise the matching exception for a non-OK status (reads weft_last_error() at once)."""
     if status == Status.OK:
         return

@@ -18,6 +18,8 @@ import os
 import pathlib
 import threading
 
+from ._plan_c import PLAN_PROTOTYPES
+
 # The ABI version this binding was written against (WEFT_ABI_VERSION in weft.h).
 ABI_VERSION = 1
 UNIQUE_ID_BYTES = 128
@@ -364,6 +366,7 @@ PROTOTYPES = {
     "weft_comm_init_from_env": (_status, [_handle_p, _cfg_p]),
     "weft_comm_split": (_status, [_handle, _int, _int, _handle_p, _cfg_p]),
     "weft_comm_dup": (_status, [_handle, _handle_p]),
+    "weft_comm_shrink": (_status, [_handle, _handle_p]),
     "weft_comm_rank": (_status, [_handle, _int_p]),
     "weft_comm_size": (_status, [_handle, _int_p]),
     "weft_comm_local_rank": (_status, [_handle, _int_p]),
@@ -556,6 +559,7 @@ PROTOTYPES = {
     "weft_op_create": (_status, [ctypes.POINTER(weft_op_config_t), _int_p]),
     "weft_op_destroy": (_status, [_op]),
 }
+PROTOTYPES.update(PLAN_PROTOTYPES)  # plan.h's, declared in _plan_c.py
 
 # The mesh.h family (meshes, sharded tensors, redistribution, checkpoints). A library that lacks
 # them (one built before mesh.h) still loads for communicators; calling one of these then raises
@@ -573,8 +577,11 @@ PIPELINE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_sche
 MOE_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_router_", "weft_moe_")))
 # The plugin.h family (plugins, closures, reduction operators): optional in the same way.
 PLUGIN_FUNCTIONS = frozenset(n for n in PROTOTYPES if n.startswith(("weft_plugin_", "weft_closure_", "weft_op_")))
+# The plan.h family (the planner): optional in the same way.
+PLAN_FUNCTIONS = frozenset(PLAN_PROTOTYPES)
 # Functions a library may lack and still load (calling one then raises weft.Unsupported).
-OPTIONAL_FUNCTIONS = MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS | MOE_FUNCTIONS | PLUGIN_FUNCTIONS
+OPTIONAL_FUNCTIONS = (MESH_FUNCTIONS | TRAINING_FUNCTIONS | PIPELINE_FUNCTIONS | MOE_FUNCTIONS | PLUGIN_FUNCTIONS
+                      | PLAN_FUNCTIONS)
 
 
 def _candidates():
@@ -654,7 +661,7 @@ def lib():
     return _lib
 
 
-def path():
+def path() -> str:
     """Where the loaded library came from."""
     lib()
     return _path

@@ -1,13 +1,16 @@
 """Device meshes and placements (weft/mesh.h, first half): weft.Mesh, weft.Shard,
 weft.Replicate, weft.Partial, weft.Layout, weft.local_shape()."""
 
+from __future__ import annotations
+
 import ctypes
 import threading
 import weakref
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from ._handle import Handle
 from . import _errors, _lib
-from ._comm import Comm, Op, as_op
+from ._comm import Comm, Op, OpLike, as_op
 from ._errors import InvalidArgument
 
 _REPLICATE, _SHARD, _PARTIAL = 0, 1, 2  # weft_placement_kind_t
@@ -50,7 +53,7 @@ class Shard(Placement):
     __slots__ = ("dim",)
     kind = _SHARD
 
-    def __init__(self, dim):
+    def __init__(self, dim: int) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
             raise InvalidArgument("Shard(dim=%r): expected a tensor dim >= 0" % (dim,))
         object.__setattr__(self, "dim", int(dim))
@@ -94,7 +97,7 @@ class Partial(Placement):
     __slots__ = ("op",)
     kind = _PARTIAL
 
-    def __init__(self, op="sum"):
+    def __init__(self, op: OpLike = "sum") -> None:
         object.__setattr__(self, "op", as_op(op))
 
     def _c(self):
@@ -142,7 +145,7 @@ class Layout(tuple):
     Anywhere a layout is taken, a plain list or tuple of placements (or such a dict, given the
     mesh) is accepted too."""
 
-    def __new__(cls, *placements, mesh=None):
+    def __new__(cls, *placements: Union[Placement, LayoutLike], mesh: Optional[Mesh] = None) -> Layout:
         if len(placements) == 1 and not isinstance(placements[0], Placement):
             placements = placements[0]
         if isinstance(placements, dict):
@@ -169,7 +172,14 @@ class Layout(tuple):
         return arr
 
 
-def as_layout(layout, mesh):
+# A mesh dim: its name ("tp") or its index.
+MeshDim = Union[str, int]
+# What a layout argument takes: a Layout, a sequence of placements, a dict {mesh dim: placement}
+# (missing dims Replicate()), or one placement for a 1-d mesh.
+LayoutLike = Union[Layout, Sequence[Placement], Mapping[MeshDim, Placement], Placement]
+
+
+def as_layout(layout: LayoutLike, mesh: Mesh) -> Layout:
     """A Layout for `mesh` from a Layout, a list/tuple of placements, a dict {dim name or index:
     placement}, or a single placement (for a 1-d mesh). Its length must equal mesh.ndim."""
     if isinstance(layout, Placement):
@@ -223,7 +233,8 @@ class Mesh(Handle):
     and at exit) frees the mesh, its communicators, and closes the ShardedTensors made on it;
     it is not collective."""
 
-    def __init__(self, comm, shape, names=None, ranks=None):
+    def __init__(self, comm: Comm, shape: Union[int, Sequence[int]], names: Union[str, Sequence[str], None] = None,
+                 ranks: Optional[Sequence[int]] = None) -> None:
         if not isinstance(comm, Comm):
             raise InvalidArgument("Mesh(comm=...): expected a weft.Comm, got %r" % (comm,))
         if isinstance(shape, int) and not isinstance(shape, bool):
@@ -295,49 +306,50 @@ class Mesh(Handle):
         return h
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         """Sizes of the mesh dims (a tuple)."""
         return self._shape
 
     @property
-    def names(self):
+    def names(self) -> Tuple[str, ...]:
         """Names of the mesh dims (a tuple; "d0", "d1", ... when none were given)."""
         return self._names
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
+        """Number of mesh dims."""
         return len(self._shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Number of member ranks (the product of the shape)."""
         n = 1
         for s in self._shape:
             n *= s
         return n
 
-    def dim_index(self, name):
+    def dim_index(self, name: str) -> int:
         """weft_mesh_dim_index(): the index of the dim called `name` (weft.InvalidArgument if none)."""
         out = ctypes.c_int()
         _errors.check(_lib.fn("weft_mesh_dim_index")(self._h(), str(name).encode("utf-8"), ctypes.byref(out)))
         return out.value
 
     @property
-    def is_member(self):
+    def is_member(self) -> bool:
         """Whether this rank is one of the mesh's ranks (False on a descriptor mesh)."""
         return self._member
 
     @property
-    def coords(self):
+    def coords(self) -> Optional[Tuple[int, ...]]:
         """This rank's coordinates in the mesh (a tuple), None when not a member."""
         return self._coords
 
     @property
-    def mesh_rank(self):
+    def mesh_rank(self) -> Optional[int]:
         """This rank's position in mesh order (row-major over the shape), None when not a member."""
         return self._mesh_rank
 
-    def parent_rank(self, mesh_rank):
+    def parent_rank(self, mesh_rank: int) -> int:
         """weft_mesh_parent_rank(): the rank, in the communicator the mesh was made from, of the
         member at mesh position `mesh_rank` (0 .. size-1). Works on every rank."""
         out = ctypes.c_int()
@@ -345,11 +357,11 @@ class Mesh(Handle):
         return out.value
 
     @property
-    def parent_ranks(self):
+    def parent_ranks(self) -> Tuple[int, ...]:
         """Every member's rank in the parent communicator, in mesh order."""
         return tuple(self.parent_rank(i) for i in range(self.size))
 
-    def comm(self, *dims):
+    def comm(self, *dims: Union[MeshDim, Sequence[MeshDim]]) -> Comm:
         """weft_mesh_comm(): the communicator over the given mesh dims (names or indices, in
         increasing mesh order; none = every dim, i.e. the whole mesh), members only. Its ranks
         share this rank's coordinates on every other dim, ordered row-major over the chosen dims.
@@ -371,17 +383,18 @@ class Mesh(Handle):
             self._comms[idx] = c
             return c
 
-    def local_shape(self, layout, global_shape, mesh_rank=-1):
+    def local_shape(self, layout: LayoutLike, global_shape: Sequence[int], mesh_rank: int = -1) -> Tuple[int, ...]:
         """See weft.local_shape()."""
         return local_shape(self, layout, global_shape, mesh_rank)
 
-    def local_box(self, layout, global_shape, mesh_rank=-1):
+    def local_box(self, layout: LayoutLike, global_shape: Sequence[int],
+                  mesh_rank: int = -1) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
         """See weft.local_box()."""
         return local_box(self, layout, global_shape, mesh_rank)
 
     # -------------------------------------------------------------- lifecycle
 
-    def close(self):
+    def close(self) -> None:
         """weft_mesh_destroy(): closes the ShardedTensors made on this mesh, detaches the
         communicators from comm(), then frees the mesh. Not collective; idempotent."""
         with self._lock:
@@ -404,7 +417,8 @@ class Mesh(Handle):
 
 # ------------------------------------------------------------------ local shapes
 
-def local_box(mesh, layout, global_shape, mesh_rank=-1):
+def local_box(mesh: Mesh, layout: LayoutLike, global_shape: Sequence[int],
+              mesh_rank: int = -1) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """weft_mesh_local_shape(): (local_shape, global_offset), two tuples: the shape of the local
     piece of mesh member `mesh_rank` (-1: this rank, members only) of a tensor of
     `global_shape` laid out on `mesh` by `layout`, and the global index of its first element.
@@ -418,7 +432,7 @@ def local_box(mesh, layout, global_shape, mesh_rank=-1):
     return tuple(c_local[i] for i in range(n)), tuple(c_off[i] for i in range(n))
 
 
-def local_shape(mesh, layout, global_shape, mesh_rank=-1):
+def local_shape(mesh: Mesh, layout: LayoutLike, global_shape: Sequence[int], mesh_rank: int = -1) -> Tuple[int, ...]:
     """The shape (a tuple) of mesh member `mesh_rank`'s local piece (-1: this rank) of a tensor
     of `global_shape` laid out on `mesh` by `layout` (see local_box for its offset)."""
     return local_box(mesh, layout, global_shape, mesh_rank)[0]

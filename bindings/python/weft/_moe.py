@@ -13,16 +13,18 @@ memory; bfloat16 tensors as bfloat16). Results are numpy arrays (tokens of a bfl
 as uint16 storage, or a torch.bfloat16 tensor when x was a torch tensor).
 """
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import enum
 import weakref
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _errors, _lib
 from ._buffers import DType, as_dtype
-from ._comm import Comm
+from ._comm import BufferLike, Comm, DTypeLike
 from ._errors import InvalidArgument
 from ._handle import Handle
 from ._plugin_ids import extension_id
@@ -143,18 +145,27 @@ def _like_input(arr, dtype, like):
 
 # ------------------------------------------------------------------ router
 
-RouteResult = collections.namedtuple("RouteResult", "indices weights tokens_per_expert selected_per_expert aux_loss "
-                                                    "z_loss")
-RouteResult.__doc__ = ("weft_router_forward()'s results: indices int32 [T, k] (-1 = dropped), weights float32 [T, k], "
-                       "tokens_per_expert and selected_per_expert int64 [E], aux_loss and z_loss floats.")
+
+class RouteResult(NamedTuple):
+    """weft_router_forward()'s results: indices int32 [T, k] (-1 = dropped), weights float32 [T, k],
+    tokens_per_expert and selected_per_expert int64 [E], aux_loss and z_loss floats."""
+
+    indices: np.ndarray
+    weights: np.ndarray
+    tokens_per_expert: np.ndarray
+    selected_per_expert: np.ndarray
+    aux_loss: float
+    z_loss: float
 
 
 class RouterConfig:
     """weft_router_config_t: E experts, top-k, the score, group-limited routing, a selection
     bias (float32 [E] or None), capacity dropping and the loss coefficients (see weft/moe.h)."""
 
-    def __init__(self, experts, topk=1, score="softmax", normalize=False, groups=0, topk_groups=0, bias=None,
-                 drop="none", capacity_factor=1.0, aux_loss_coeff=0.0, z_loss_coeff=0.0, selector=0):
+    def __init__(self, experts: int, topk: int = 1, score: Union[RouterScore, int, str] = "softmax",
+                 normalize: bool = False, groups: int = 0, topk_groups: int = 0, bias: BufferLike = None,
+                 drop: Union[Drop, int, str] = "none", capacity_factor: float = 1.0, aux_loss_coeff: float = 0.0,
+                 z_loss_coeff: float = 0.0, selector: Any = 0) -> None:
         self.experts, self.topk = int(experts), int(topk)
         self.score = _enum(RouterScore, score, "score")
         self.normalize, self.groups, self.topk_groups = bool(normalize), int(groups), int(topk_groups)
@@ -200,7 +211,8 @@ def _logits(logits, cfg, what="logits"):
     return arr, dt
 
 
-def route(logits, experts=None, topk=None, config=None, **options):
+def route(logits: BufferLike, experts: Optional[int] = None, topk: Optional[int] = None,
+          config: Optional[RouterConfig] = None, **options: Any) -> RouteResult:
     """weft_router_forward() on host logits [T, E] (float32 or bfloat16: numpy, or a CPU torch
     tensor). Options as RouterConfig's (score, normalize, groups, topk_groups, bias, drop,
     capacity_factor, aux_loss_coeff, z_loss_coeff, selector), or config=RouterConfig(...). Returns a
@@ -217,8 +229,9 @@ def route(logits, experts=None, topk=None, config=None, **options):
     return out._replace(aux_loss=float(res.aux_loss), z_loss=float(res.z_loss))
 
 
-def router_backward(logits, indices, grad_weights, experts=None, topk=None, grad_aux=0.0, grad_z=0.0, config=None,
-                    **options):
+def router_backward(logits: BufferLike, indices: BufferLike, grad_weights: BufferLike, experts: Optional[int] = None,
+                    topk: Optional[int] = None, grad_aux: float = 0.0, grad_z: float = 0.0,
+                    config: Optional[RouterConfig] = None, **options: Any) -> np.ndarray:
     """weft_router_backward(): the float32 gradient [T, E] of sum(grad_weights * weights) +
     grad_aux * aux_loss + grad_z * z_loss w.r.t. the logits, the selection `indices` (as route
     returned them) held fixed. The router options must be those of the forward."""
@@ -234,7 +247,7 @@ def router_backward(logits, indices, grad_weights, experts=None, topk=None, grad
     return grad
 
 
-def update_bias(bias, tokens_per_expert, rate):
+def update_bias(bias: BufferLike, tokens_per_expert: BufferLike, rate: float) -> Any:
     """weft_router_update_bias(): bias[e] += rate * sign(mean load - load[e]), in place on a
     float32 numpy array (or CPU torch tensor) of E entries; returns it."""
     arr, dt = _host_array(bias, "bias")
@@ -254,11 +267,15 @@ def _expert_rank(expert_rank, experts):
     return _typed(expert_rank, "expert_rank", np.int32, (experts,))
 
 
-Layout = collections.namedtuple("Layout", "tokens_per_rank tokens_per_expert token_in_rank")
-Layout.__doc__ = "weft_moe_layout(): int64 [nranks], int64 [E], bool [T, nranks]."
+class Layout(NamedTuple):
+    """weft_moe_layout(): int64 [nranks], int64 [E], bool [T, nranks]."""
+
+    tokens_per_rank: np.ndarray
+    tokens_per_expert: np.ndarray
+    token_in_rank: np.ndarray
 
 
-def layout(indices, experts, nranks, expert_rank=None):
+def layout(indices: BufferLike, experts: int, nranks: int, expert_rank: Optional[Sequence[int]] = None) -> Layout:
     """weft_moe_layout() (DeepEP's get_dispatch_layout) from indices int32 [T, k] (-1 dropped)."""
     idx, _ = _host_array(indices, "indices")
     if idx.ndim != 2:
@@ -301,7 +318,7 @@ class MoeHandle(Handle):
     index order), counts and offsets (expert j's rows are offsets[j] .. offsets[j] + counts[j]).
     A context manager; close() (not collective) frees it."""
 
-    def __init__(self, moe, handle, tokens, topk, like):
+    def __init__(self, moe: Moe, handle: int, tokens: int, topk: int, like: bool) -> None:
         self._handle = handle
         self._moe = moe
         self.num_tokens, self.topk = tokens, topk
@@ -321,7 +338,7 @@ class MoeHandle(Handle):
         self._like = "torch" if like else "numpy"
 
     @property
-    def tokens(self):
+    def tokens(self) -> Any:
         """The received rows [rows, H], a view of weft memory (valid until close())."""
         if self._handle is None:
             raise InvalidArgument("the MoE handle is closed: its received tokens are gone")
@@ -329,10 +346,11 @@ class MoeHandle(Handle):
         return _memory_view(ptr, shape, dt, self, like=self._like)
 
     @property
-    def local_experts(self):
+    def local_experts(self) -> int:
+        """Number of experts this rank holds."""
         return int(self.experts.size)
 
-    def expert_rows(self, j):
+    def expert_rows(self, j: int) -> Tuple[int, int]:
         """(start, stop) of local expert j's received rows (padding excluded)."""
         start = int(self.offsets[j])
         return start, start + int(self.counts[j])
@@ -342,7 +360,7 @@ class MoeHandle(Handle):
             raise InvalidArgument("the MoE handle is closed")
         return self._handle
 
-    def close(self):
+    def close(self) -> None:
         """weft_moe_handle_destroy(). Not collective; idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
@@ -360,8 +378,9 @@ class Moe(Handle):
     expert's rows with zeros to a multiple of it. fp8_dispatch: tokens travel as FP8 E4M3.
     Creation is collective: every rank passes the same options."""
 
-    def __init__(self, comm, experts, hidden, dtype="float32", expert_rank=None, expert_alignment=0,
-                 fp8_dispatch=False):
+    def __init__(self, comm: Comm, experts: int, hidden: int, dtype: DTypeLike = "float32",
+                 expert_rank: Optional[Sequence[int]] = None, expert_alignment: int = 0,
+                 fp8_dispatch: bool = False) -> None:
         self._handle = None
         if not isinstance(comm, Comm):
             raise InvalidArgument("Moe(comm=...): expected a weft.Comm, got %r" % (comm,))
@@ -381,10 +400,11 @@ class Moe(Handle):
         _live.add(self)
 
     @property
-    def comm(self):
+    def comm(self) -> Comm:
+        """The communicator the experts are spread over."""
         return self._comm
 
-    def expert_rank(self, e):
+    def expert_rank(self, e: int) -> int:
         """The rank that holds expert e."""
         if self._expert_rank is not None:
             return int(self._expert_rank[e])
@@ -422,7 +442,7 @@ class Moe(Handle):
             raise problems[0]
         _errors.check(status)
 
-    def dispatch(self, x, indices, weights):
+    def dispatch(self, x: BufferLike, indices: BufferLike, weights: BufferLike) -> MoeHandle:
         """weft_moe_dispatch(), collective: x [T, H], indices int32 [T, k] (-1 = dropped),
         weights float32 [T, k]. Returns the MoeHandle of what this rank received. Bad input on
         one rank fails the call on every rank (naming that rank), never a hang."""
@@ -477,7 +497,7 @@ class Moe(Handle):
                                                 % what))
         return ct, given
 
-    def combine(self, handle, expert_out, weighted=True, out=None):
+    def combine(self, handle: MoeHandle, expert_out: BufferLike, weighted: bool = True, out: BufferLike = None) -> Any:
         """weft_moe_combine(), collective: expert_out [rows, H] in the received layout back to
         the tokens' ranks; returns out [T, H] (a new array in expert_out's kind, or `out`): per
         token the float32 sum in slot order of weight * row (weights of 1 when weighted=False,
@@ -491,7 +511,8 @@ class Moe(Handle):
         self._call("weft_moe_combine", args, problems)
         return target
 
-    def combine_backward(self, handle, grad_out, grad_expert_out=None):
+    def combine_backward(self, handle: MoeHandle, grad_out: BufferLike,
+                         grad_expert_out: BufferLike = None) -> Tuple[Any, Any]:
         """weft_moe_combine_backward(), collective: from grad_out [T, H], (grad_expert_out
         [rows, H] in the received layout, grad_weights float32 [T, k]) of the last combine on
         this handle."""
@@ -504,7 +525,7 @@ class Moe(Handle):
         self._call("weft_moe_combine_backward", args, problems)
         return target, _like_input(gw, DType.FLOAT32, grad_out)
 
-    def close(self):
+    def close(self) -> None:
         """weft_moe_destroy(), after closing its open handles. Not collective; idempotent."""
         for handle in list(getattr(self, "_handles", ())):
             handle.close()

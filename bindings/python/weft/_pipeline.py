@@ -9,15 +9,17 @@ they can be validated, simulated (a Timeline), saved and run by a Pipeline over 
 which calls Python stage callbacks with numpy views of weft's boundary buffers.
 """
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import enum
 import os
 import re
 import weakref
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _errors, _lib
-from ._buffers import as_dtype
+from ._buffers import DType, as_dtype
 from ._comm import Comm
 from ._errors import InvalidArgument, Status, WeftError
 from ._handle import Handle
@@ -59,8 +61,18 @@ _KIND_NAMES = {"gpipe": ScheduleKind.GPIPE, "1f1b": ScheduleKind.ONE_F_ONE_B,
                "dualpipev": ScheduleKind.DUALPIPE_V, "dualpipe": ScheduleKind.DUALPIPE_V}
 GENERATORS = tuple(k for k in ScheduleKind if k != ScheduleKind.CUSTOM)
 
+# A ScheduleKind, its int value or a name ("1f1b", "zbv"), or a SCHEDULE plugin's kind (its id >= 64
+# or its entry of a loaded plugin).
+ScheduleKindLike = Union[ScheduleKind, int, str, Any]
+# A file name.
+PathLike = Union[str, bytes, os.PathLike]
+# A per-stage cost: one number for every stage, a sequence of S values, or None for the default.
+PerStage = Union[float, Sequence[float], None]
+# A stage callback: fn(kind, stage, microbatch, input, output), input/output numpy arrays or None.
+StageFn = Callable[[Any, int, int, Any, Any], Any]
 
-def as_schedule_kind(kind):
+
+def as_schedule_kind(kind: ScheduleKindLike) -> Union[ScheduleKind, int]:
     """ScheduleKind from a ScheduleKind, its int value or a name ("1f1b", "zbv", "ZB_H1", ...); a
     SCHEDULE plugin's kind (an id >= 64, or its entry of a loaded plugin) as its int."""
     if isinstance(kind, ScheduleKind):
@@ -83,13 +95,19 @@ def as_schedule_kind(kind):
 _ACTION_RE = re.compile(r"^\s*(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|REDUCE_GRAD|F|B|I|W)(\d*)\s*$")
 
 
-class Action(collections.namedtuple("Action", "kind stage microbatch")):
+class _ActionFields(NamedTuple):
+    kind: ActionKind
+    stage: int
+    microbatch: int
+
+
+class Action(_ActionFields):
     """One action {kind, stage, microbatch} (microbatch -1 for REDUCE_GRAD). str() is torch's
     string ("0F0", "1SEND_B2", "3REDUCE_GRAD"); Action.parse() reads one."""
 
     __slots__ = ()
 
-    def __new__(cls, kind, stage, microbatch=-1):
+    def __new__(cls, kind: Union[ActionKind, int, str], stage: int, microbatch: int = -1) -> Action:
         if isinstance(kind, str):
             kind = kind.upper()
             if kind not in ActionKind.__members__:
@@ -103,7 +121,7 @@ class Action(collections.namedtuple("Action", "kind stage microbatch")):
         return "%d%s%d" % (self.stage, self.kind.name, self.microbatch)
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text: str) -> Action:
         """The Action that torch's string `text` names ("2I3"); weft.InvalidArgument otherwise."""
         m = _ACTION_RE.match(str(text))
         if not m or (m.group(2) == "REDUCE_GRAD") == bool(m.group(3)):
@@ -124,20 +142,45 @@ def _as_action(a, where):
                               "string such as \"0F1\"): %s" % (where, a, e)) from None
 
 
-ScheduleInfo = collections.namedtuple("ScheduleInfo", "kind ranks stages microbatches stages_per_rank")
-ScheduleInfo.__doc__ = "weft_schedule_info_t: the generator (or CUSTOM), p, S, m and the most stages a rank holds."
+class ScheduleInfo(NamedTuple):
+    """weft_schedule_info_t: the generator (or CUSTOM), p, S, m and the most stages a rank holds."""
 
-RankStats = collections.namedtuple("RankStats", "busy idle peak_activations peak_activation_bytes")
-RankStats.__doc__ = ("weft_rank_stats_t: time in compute actions, makespan - busy, most micro-batch activations "
-                     "held at once, and those in bytes (simulation only).")
+    kind: Union[ScheduleKind, int]
+    ranks: int
+    stages: int
+    microbatches: int
+    stages_per_rank: int
 
-Candidate = collections.namedtuple("Candidate", "kind microbatches stages_per_rank microbatch_size step_time "
-                                                "bubble_fraction peak_bytes fits")
-Candidate.__doc__ = "weft_tune_candidate_t: one (kind, m, v) the tuner simulated."
 
-TuneResult = collections.namedtuple("TuneResult", "candidates best")
-TuneResult.__doc__ = ("weft.tune()'s answer: every candidate, sorted by step time (those that fit first), and the "
-                      "fastest that fits (a Candidate) or None when none fits.")
+class RankStats(NamedTuple):
+    """weft_rank_stats_t: time in compute actions, makespan - busy, most micro-batch activations
+    held at once, and those in bytes (simulation only)."""
+
+    busy: float
+    idle: float
+    peak_activations: int
+    peak_activation_bytes: float
+
+
+class Candidate(NamedTuple):
+    """weft_tune_candidate_t: one (kind, m, v) the tuner simulated."""
+
+    kind: Union[ScheduleKind, int]
+    microbatches: int
+    stages_per_rank: int
+    microbatch_size: int
+    step_time: float
+    bubble_fraction: float
+    peak_bytes: float
+    fits: bool
+
+
+class TuneResult(NamedTuple):
+    """weft.tune()'s answer: every candidate, sorted by step time (those that fit first), and the
+    fastest that fits (a Candidate) or None when none fits."""
+
+    candidates: List[Candidate]
+    best: Optional[Candidate]
 
 
 def _path(path):
@@ -170,12 +213,16 @@ def _doubles(values, n, what, required=False):
 
 # ------------------------------------------------------------------ schedules
 
+# An action as from_actions takes it: a weft.Action, a (kind, stage, microbatch) tuple or torch's string "0F1".
+ActionLike = Union[Action, Tuple[Any, ...], str]
+
+
 class Schedule(Handle):
     """An immutable pipeline schedule (weft_schedule_t). Make one with generate(), from_actions(),
     from_csv() or load(); close() (also `with` and collection) frees it. Pipelines and timelines
     made from it keep what they need: it may be closed first."""
 
-    def __init__(self, _handle):
+    def __init__(self, _handle: int) -> None:
         self._handle = _handle
         info = _lib.weft_schedule_info_t(ctypes.sizeof(_lib.weft_schedule_info_t))
         try:
@@ -194,7 +241,8 @@ class Schedule(Handle):
         return cls(out.value)
 
     @classmethod
-    def generate(cls, kind, ranks, microbatches, stages_per_rank=0, reduce_grad=False):
+    def generate(cls, kind: ScheduleKindLike, ranks: int, microbatches: int, stages_per_rank: int = 0,
+                 reduce_grad: bool = False) -> Schedule:
         """weft_schedule_generate(): `kind` (a ScheduleKind or a name: "gpipe", "1f1b",
         "interleaved", "zbh1", "zbh2", "zbv", "dualpipev") for p = ranks and m = microbatches;
         stages_per_rank 0 = the method's own; reduce_grad adds REDUCE_GRAD actions."""
@@ -203,7 +251,7 @@ class Schedule(Handle):
         return cls._made_by("weft_schedule_generate", int(as_schedule_kind(kind)), ctypes.byref(cfg))
 
     @classmethod
-    def from_actions(cls, lists):
+    def from_actions(cls, lists: Iterable[Iterable[ActionLike]]) -> Schedule:
         """weft_schedule_create(): one list per rank of weft.Action, (kind, stage, microbatch)
         tuples or torch strings ("0F0"). Compute-only lists get their SEND/RECV actions added."""
         lists = [list(rank_list) for rank_list in lists]
@@ -220,14 +268,14 @@ class Schedule(Handle):
         return cls._made_by("weft_schedule_create", len(lists), ptrs, counts)
 
     @classmethod
-    def from_csv(cls, text):
+    def from_csv(cls, text: Union[str, bytes]) -> Schedule:
         """weft_schedule_from_csv(): torch's CSV (str or bytes; either form)."""
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         buf = ctypes.create_string_buffer(data, len(data) + 1)
         return cls._made_by("weft_schedule_from_csv", buf, len(data))
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: PathLike) -> Schedule:
         """weft_schedule_load(): a schedule file written by save()."""
         return cls._made_by("weft_schedule_load", _path(path))
 
@@ -238,41 +286,56 @@ class Schedule(Handle):
         return h
 
     @property
-    def info(self):
+    def info(self) -> ScheduleInfo:
         """ScheduleInfo(kind, ranks, stages, microbatches, stages_per_rank)."""
         return self._info
 
-    ranks = property(lambda self: self._info.ranks)
-    stages = property(lambda self: self._info.stages)
-    microbatches = property(lambda self: self._info.microbatches)
-    kind = property(lambda self: self._info.kind)
+    @property
+    def ranks(self) -> int:
+        """p: the pipeline ranks the schedule is for."""
+        return self._info.ranks
 
-    def actions(self, rank):
+    @property
+    def stages(self) -> int:
+        """S: the number of stages."""
+        return self._info.stages
+
+    @property
+    def microbatches(self) -> int:
+        """m: the micro-batches per step."""
+        return self._info.microbatches
+
+    @property
+    def kind(self) -> Union[ScheduleKind, int]:
+        """The generator (CUSTOM for action lists and CSV), or a SCHEDULE plugin's kind as an int."""
+        return self._info.kind
+
+    def actions(self, rank: int) -> List[Action]:
         """weft_schedule_actions(): rank `rank`'s actions in order, a list of weft.Action."""
         ptr, n = ctypes.POINTER(_lib.weft_action_t)(), ctypes.c_size_t()
         _errors.check(_lib.fn("weft_schedule_actions")(self._h(), int(rank), ctypes.byref(ptr), ctypes.byref(n)))
         return [Action(ptr[i].kind, ptr[i].stage, ptr[i].microbatch) for i in range(n.value)]
 
-    def all_actions(self):
+    def all_actions(self) -> List[List[Action]]:
         """[actions(r) for every rank]."""
         return [self.actions(r) for r in range(self.ranks)]
 
-    def stage_rank(self, stage):
+    def stage_rank(self, stage: int) -> int:
         """weft_schedule_stage_rank(): the rank that holds `stage` (-1: no rank runs its forward)."""
         r = ctypes.c_int()
         _errors.check(_lib.fn("weft_schedule_stage_rank")(self._h(), int(stage), ctypes.byref(r)))
         return r.value
 
-    def stages_of(self, rank):
+    def stages_of(self, rank: int) -> List[int]:
         """The stages rank `rank` holds, ascending."""
         return [s for s in range(self.stages) if self.stage_rank(s) == rank]
 
-    def validate(self):
+    def validate(self) -> None:
         """weft_schedule_validate(): returns None, or raises weft.InvalidArgument naming the rank,
         the action and the rule broken."""
         _errors.check(_lib.fn("weft_schedule_validate")(self._h()))
 
-    def is_valid(self):
+    def is_valid(self) -> bool:
         """validate() as a bool."""
         try:
             self.validate()
@@ -280,7 +343,7 @@ class Schedule(Handle):
             return False
         return True
 
-    def to_csv(self, compute_only=False):
+    def to_csv(self, compute_only: bool = False) -> str:
         """weft_schedule_to_csv(): torch's CSV as a str (rows ended by "\\r\\n")."""
         f = _lib.fn("weft_schedule_to_csv")
         fmt = 1 if compute_only else 0
@@ -290,13 +353,15 @@ class Schedule(Handle):
         _errors.check(f(self._h(), fmt, buf, n.value + 1, ctypes.byref(n)))
         return buf.raw[:n.value].decode("utf-8")
 
-    def save(self, path):
+    def save(self, path: PathLike) -> None:
         """weft_schedule_save(): a FlatBuffers file that load() reads."""
         _errors.check(_lib.fn("weft_schedule_save")(self._h(), _path(path)))
 
-    def simulate(self, forward, backward=None, backward_input=None, backward_weight=None, activation_bytes=None,
-                 weight_grad_bytes=None, boundary_bytes=None, latency=0.0, bandwidth=0.0, overhead=0.0,
-                 reduce_grad=None, cost_model=None, microbatch_size=1):
+    def simulate(self, forward: PerStage, backward: PerStage = None, backward_input: PerStage = None,
+                 backward_weight: PerStage = None, activation_bytes: PerStage = None,
+                 weight_grad_bytes: PerStage = None, boundary_bytes: PerStage = None, latency: float = 0.0,
+                 bandwidth: float = 0.0, overhead: float = 0.0, reduce_grad: PerStage = None, cost_model: Any = None,
+                 microbatch_size: int = 1) -> Timeline:
         """weft_schedule_simulate(): a Timeline of this (valid) schedule under the costs. Each
         per-stage cost is a sequence of S values or one number for every stage; None = the
         default pipeline.h states (backward = I + W; I and W = half of B; bytes 0).
@@ -320,7 +385,7 @@ class Schedule(Handle):
         _errors.check(_lib.fn("weft_schedule_simulate")(self._h(), ctypes.byref(costs), ctypes.byref(out)))
         return Timeline(out.value)
 
-    def close(self):
+    def close(self) -> None:
         """weft_schedule_destroy(). Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
@@ -341,7 +406,7 @@ class Timeline(Handle):
     """Start and end times of every action of every rank (weft_timeline_t), simulated
     (Schedule.simulate) or measured (Pipeline.run with record=True)."""
 
-    def __init__(self, _handle):
+    def __init__(self, _handle: int) -> None:
         self._handle = _handle
         info = _lib.weft_timeline_info_t(ctypes.sizeof(_lib.weft_timeline_info_t))
         try:
@@ -358,11 +423,22 @@ class Timeline(Handle):
             raise InvalidArgument("the timeline is closed")
         return h
 
-    ranks = property(lambda self: self._ranks)
-    makespan = property(lambda self: self._makespan, doc="The latest end over all ranks.")
-    bubble_fraction = property(lambda self: self._bubble, doc="idle / (ranks * makespan).")
+    @property
+    def ranks(self) -> int:
+        """The number of ranks."""
+        return self._ranks
 
-    def rank(self, rank):
+    @property
+    def makespan(self) -> float:
+        """The latest end over all ranks."""
+        return self._makespan
+
+    @property
+    def bubble_fraction(self) -> float:
+        """idle / (ranks * makespan)."""
+        return self._bubble
+
+    def rank(self, rank: int) -> Tuple[Any, Any, RankStats]:
         """weft_timeline_rank(): (starts, ends, RankStats) of rank `rank`: float64 numpy arrays
         (copies), one entry per action of the schedule's list for that rank."""
         import numpy as np
@@ -375,15 +451,15 @@ class Timeline(Handle):
         ends = np.ctypeslib.as_array(e, (n.value,)).copy() if n.value else np.zeros(0)
         return starts, ends, RankStats(st.busy, st.idle, st.peak_activations, st.peak_activation_bytes)
 
-    def write_svg(self, path):
+    def write_svg(self, path: PathLike) -> None:
         """weft_timeline_write(SVG): ranks as rows, actions as boxes."""
         _errors.check(_lib.fn("weft_timeline_write")(self._h(), 0, _path(path)))
 
-    def write_chrome_trace(self, path):
+    def write_chrome_trace(self, path: PathLike) -> None:
         """weft_timeline_write(CHROME_TRACE): JSON for chrome://tracing and Perfetto."""
         _errors.check(_lib.fn("weft_timeline_write")(self._h(), 1, _path(path)))
 
-    def close(self):
+    def close(self) -> None:
         """weft_timeline_destroy(). Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
@@ -397,9 +473,11 @@ class Timeline(Handle):
 
 # ------------------------------------------------------------------ tuning
 
-def tune(ranks, layer_forward, layer_backward, global_batch, microbatch_overhead=0.0, activation_bytes_per_sample=0.0,
-         boundary_bytes_per_sample=0.0, latency=0.0, bandwidth=0.0, memory_cap=0.0, static_bytes=0.0, kinds=None,
-         max_stages_per_rank=0, max_microbatches=0, cost_model=None):
+def tune(ranks: int, layer_forward: Sequence[float], layer_backward: Sequence[float], global_batch: int,
+         microbatch_overhead: float = 0.0, activation_bytes_per_sample: float = 0.0,
+         boundary_bytes_per_sample: float = 0.0, latency: float = 0.0, bandwidth: float = 0.0,
+         memory_cap: float = 0.0, static_bytes: float = 0.0, kinds: Optional[Iterable[ScheduleKindLike]] = None,
+         max_stages_per_rank: int = 0, max_microbatches: int = 0, cost_model: Any = None) -> TuneResult:
     """weft_schedule_tune(): simulates every allowed (kind, m, v) for a model of len(layer_forward)
     layers (per-sample times per layer) and returns TuneResult(candidates, best). kinds: the
     generators to try (names or ScheduleKind; None = all). Schedule.generate(best.kind, ranks,
@@ -495,8 +573,9 @@ class Pipeline(Handle):
     torch tensor (only shape and dtype are used). record=True (on every rank): run() returns
     the Timeline of the step for all ranks."""
 
-    def __init__(self, comm, schedule, forward, backward=None, backward_input=None, backward_weight=None,
-                 reduce_grad=None, boundaries=(), record=False):
+    def __init__(self, comm: Comm, schedule: Schedule, forward: StageFn, backward: Optional[StageFn] = None,
+                 backward_input: Optional[StageFn] = None, backward_weight: Optional[StageFn] = None,
+                 reduce_grad: Optional[StageFn] = None, boundaries: Sequence[Any] = (), record: bool = False) -> None:
         self._handle = None
         if not isinstance(comm, Comm):
             raise InvalidArgument("Pipeline(comm=...): expected a weft.Comm, got %r" % (comm,))
@@ -570,19 +649,21 @@ class Pipeline(Handle):
         return h
 
     @property
-    def schedule(self):
+    def schedule(self) -> Schedule:
+        """The schedule this pipeline runs."""
         return self._schedule
 
     @property
-    def comm(self):
+    def comm(self) -> Comm:
+        """The communicator it runs over."""
         return self._comm
 
     @property
-    def boundaries(self):
+    def boundaries(self) -> List[Tuple[Tuple[int, ...], DType]]:
         """[(shape, DType)] of the S - 1 boundaries."""
         return list(self._shapes)
 
-    def run(self):
+    def run(self) -> Optional[Timeline]:
         """weft_pipeline_run(): one step. Returns the step's Timeline (record=True) or None."""
         self._failure = None
         out = ctypes.c_void_p()
@@ -601,7 +682,7 @@ class Pipeline(Handle):
                                         % failure) from failure
         return Timeline(out.value) if self._record and out.value else None
 
-    def close(self):
+    def close(self) -> None:
         """weft_pipeline_destroy(). Not collective; idempotent."""
         h, self._handle = self._handle, None
         if h is not None:

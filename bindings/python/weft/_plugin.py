@@ -17,9 +17,13 @@ this process: a manifest that lies about a FUNCTION's signature makes the call u
 behaviour (weft/plugin.h).
 """
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import enum
+import os
+from typing import Any, Callable, Iterable, List, NamedTuple, Tuple, Union
+
 import numpy as np
 
 from . import _errors, _lib
@@ -73,7 +77,13 @@ _TYPE_NAMES = {"int8": ValueType.I8, "uint8": ValueType.U8, "int16": ValueType.I
                "size_t": ValueType.SIZE, "pointer": ValueType.PTR, "str": ValueType.STRING}
 
 
-def as_value_type(t):
+# A ValueType, its int value or a name ("f64", "I32", "double", "size", "ptr").
+ValueTypeLike = Union[ValueType, int, str]
+# What Plugin.call returns: an int, a float, a str (STRING), an address (PTR, TENSOR, FN) or None.
+Value = Union[int, float, str, None]
+
+
+def as_value_type(t: ValueTypeLike) -> ValueType:
     """ValueType from a ValueType, its int, or a name ("f64", "I32", "double", "size", "ptr")."""
     if isinstance(t, ValueType):
         return t
@@ -89,7 +99,18 @@ def as_value_type(t):
                           % (t, ", ".join(m.name.lower() for m in ValueType)))
 
 
-class PluginEntry(collections.namedtuple("PluginEntry", "name kind symbol doc ret args dtypes id")):
+class _PluginEntryFields(NamedTuple):
+    name: str
+    kind: Union[PluginKind, int]
+    symbol: str
+    doc: str
+    ret: ValueType
+    args: Tuple[ValueType, ...]
+    dtypes: Tuple[DType, ...]
+    id: int
+
+
+class PluginEntry(_PluginEntryFields):
     """One entry of a loaded plugin (weft_plugin_entry_t): name, kind (PluginKind), symbol, doc,
     ret (ValueType), args (tuple of ValueType), dtypes (tuple of DType, REDUCE_OP only) and id
     (the extension id a registered kind got: pass the entry as op=, wire=, selector=,
@@ -97,7 +118,8 @@ class PluginEntry(collections.namedtuple("PluginEntry", "name kind symbol doc re
 
     __slots__ = ()
 
-    def signature(self):
+    def signature(self) -> str:
+        """The C signature as text, e.g. "F64(F64, I32)"."""
         return "%s(%s)" % (self.ret.name, ", ".join(a.name for a in self.args))
 
 
@@ -224,7 +246,7 @@ class Plugin(Handle):
     entry(name), call(name, *args). close() releases the handle; the library and what it
     registered stay for the life of the process (weft/plugin.h: Lifetime)."""
 
-    def __init__(self, path):
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
         self._handle = None
         out = ctypes.c_void_p()
         _errors.check(_lib.fn("weft_plugin_load")(str(path).encode("utf-8"), ctypes.byref(out)))
@@ -249,17 +271,17 @@ class Plugin(Handle):
         return self._handle
 
     @property
-    def entries(self):
+    def entries(self) -> List[PluginEntry]:
         """Every entry, in manifest order (a list of PluginEntry)."""
         return list(self._entries)
 
-    def entry(self, name):
+    def entry(self, name: str) -> PluginEntry:
         """The entry named name (weft_plugin_lookup: the error lists the plugin's entries)."""
         c = _lib.weft_plugin_entry_t(ctypes.sizeof(_lib.weft_plugin_entry_t))
         _errors.check(_lib.fn("weft_plugin_lookup")(self._h(), str(name).encode("utf-8"), ctypes.byref(c)))
         return _entry_of(c)
 
-    def call(self, name, *args):
+    def call(self, name: str, *args: Any) -> Value:
         """weft_plugin_call(): calls entry `name` with args converted by its signature; returns
         its result (None for VOID). A Python function given as FN that raised re-raises here."""
         e = self._by_name.get(name) or self.entry(name)
@@ -291,7 +313,7 @@ class Plugin(Handle):
                 elif hasattr(k, "release"):
                     k.release()
 
-    def close(self):
+    def close(self) -> None:
         """weft_plugin_destroy(). Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:
@@ -301,7 +323,7 @@ class Plugin(Handle):
         return "<weft.Plugin %s %s (%s): %d entries>" % (self.name, self.version, self.path, len(self._entries))
 
 
-def load_plugin(path):
+def load_plugin(path: Union[str, os.PathLike]) -> Plugin:
     """weft_plugin_load(): loads and verifies the plugin at path and registers its extensions."""
     return Plugin(path)
 
@@ -316,7 +338,7 @@ class Closure(Handle):
     function return 0; `failures`, `message` (weft_closure_error) and `exception` (the last
     one) report it. close() frees it: the pointer must not be called after that."""
 
-    def __init__(self, fn, ret="void", args=()):
+    def __init__(self, fn: Callable[..., Any], ret: ValueTypeLike = "void", args: Iterable[ValueTypeLike] = ()) -> None:
         self._handle = None
         self._temporary = False
         if not callable(fn):
@@ -349,12 +371,12 @@ class Closure(Handle):
                 int(Status.INVALID_ARGUMENT)
 
     @property
-    def failures(self):
+    def failures(self) -> int:
         """How many calls failed since creation (weft_closure_error)."""
         return self._error()[0]
 
     @property
-    def message(self):
+    def message(self) -> str:
         """weft's message of the last failure ("" when none)."""
         return self._error()[1]
 
@@ -365,7 +387,7 @@ class Closure(Handle):
         _errors.check(_lib.fn("weft_closure_error")(self._handle, ctypes.byref(n), ctypes.byref(msg)))
         return n.value, (msg.value or b"").decode("utf-8", "replace")
 
-    def close(self):
+    def close(self) -> None:
         """weft_closure_destroy(). Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:

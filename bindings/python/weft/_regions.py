@@ -2,13 +2,16 @@
 (Megatron's regions over one mesh dim) and weft.ring_shift (context parallelism's key/value
 rotation). weft.torch_parallel builds torch.autograd.Functions and ring attention on them."""
 
+from __future__ import annotations
+
 import ctypes
 import enum
+from typing import Any, Optional, Sequence, Tuple, Union
 
 from . import _errors, _lib
-from ._comm import Request
+from ._comm import BufferLike, DTypeLike, Request, Result
 from ._errors import InvalidArgument
-from ._mesh import Mesh, _mesh_dim
+from ._mesh import Mesh, MeshDim, _mesh_dim
 from ._sharded import _is_torch, _stream, _view
 
 
@@ -27,6 +30,10 @@ class Region(enum.IntEnum):
     SEQ_REDUCE_SCATTER = 5
 
 
+# A Region, its int value or its name ("copy", "seq_gather", ...).
+RegionLike = Union[Region, int, str]
+
+
 # What each direction does to the extent along split_dim: "same", "chunk" (the whole -> this
 # rank's chunk) or "whole" (a chunk -> the whole extent).
 _IDENT, _ALLREDUCE, _KEEP, _ALLGATHER, _REDUCE_SCATTER = "identity", "all-reduce", "keep", "all-gather", \
@@ -36,7 +43,7 @@ _OPS = {Region.COPY: (_IDENT, _ALLREDUCE), Region.REDUCE: (_ALLREDUCE, _IDENT),
         Region.SEQ_GATHER: (_ALLGATHER, _REDUCE_SCATTER), Region.SEQ_REDUCE_SCATTER: (_REDUCE_SCATTER, _ALLGATHER)}
 
 
-def as_region(region):
+def as_region(region: RegionLike) -> Region:
     """Region from a Region, its int value or a name ("copy", "seq_gather", ...)."""
     if isinstance(region, Region):
         return region
@@ -48,20 +55,20 @@ def as_region(region):
                           % (region, ", ".join(r.name.lower() for r in Region)))
 
 
-def region_op(region, backward):
+def region_op(region: RegionLike, backward: bool) -> str:
     """The communication one direction of a region makes: "identity", "all-reduce", "keep",
     "all-gather" or "reduce-scatter"."""
     return _OPS[as_region(region)][1 if backward else 0]
 
 
-def chunk_range(n, parts, index):
+def chunk_range(n: int, parts: int, index: int) -> Tuple[int, int]:
     """torch.chunk's rule, as training.h states it: [start, stop) of chunk `index` of an extent
     n split in `parts` (chunk = ceil(n / parts); trailing chunks may be short or empty)."""
     c = -(-n // parts) if parts else 0
     return min(index * c, n), min((index + 1) * c, n)
 
 
-def dim_group(mesh, dim):
+def dim_group(mesh: Mesh, dim: MeshDim) -> Tuple[int, int]:
     """(size, coordinate) of this rank's group along mesh dim `dim` (a name or an index)."""
     if not isinstance(mesh, Mesh):
         raise InvalidArgument("expected a weft.Mesh, got %r" % (mesh,))
@@ -77,7 +84,8 @@ def _dim_name(mesh, dim):
     return mesh.names[_mesh_dim(mesh, dim)]
 
 
-def out_shape(mesh, dim, region, backward, split_dim, in_shape, extent=None):
+def out_shape(mesh: Mesh, dim: MeshDim, region: RegionLike, backward: bool, split_dim: int,
+              in_shape: Sequence[int], extent: Optional[int] = None) -> Tuple[int, ...]:
     """The shape region_apply's output has on this rank for an input of in_shape. `extent` is
     the whole extent along split_dim for an all-gather (None: the input's times the group size,
     right when the chunks are even; give it for uneven chunks)."""
@@ -105,8 +113,9 @@ def _alloc(like, shape):
     return np.empty(shape, dtype=like.dtype)
 
 
-def region_apply(mesh, dim, region, backward, split_dim, input, out=None, extent=None, dtype=None, async_op=False,
-                 stream=None):
+def region_apply(mesh: Mesh, dim: MeshDim, region: RegionLike, backward: bool, split_dim: int,
+                 input: BufferLike, out: BufferLike = None, extent: Optional[int] = None, dtype: DTypeLike = None,
+                 async_op: bool = False, stream: Any = None) -> Result:
     """weft_region_apply(): one direction of a Megatron region over this rank's group along mesh
     dim `dim` (a name; an index is turned into its name). region: a weft.Region or a name
     ("copy", "reduce", "scatter", "gather", "seq_gather", "seq_reduce_scatter"); backward: False
@@ -145,7 +154,8 @@ def region_apply(mesh, dim, region, backward, split_dim, input, out=None, extent
     return out
 
 
-def ring_shift(mesh, dim, shift, send, recv=None, dtype=None, async_op=False, stream=None):
+def ring_shift(mesh: Mesh, dim: MeshDim, shift: int, send: BufferLike, recv: BufferLike = None,
+               dtype: DTypeLike = None, async_op: bool = False, stream: Any = None) -> Result:
     """weft_ring_shift(): sends `send` to the rank `shift` places further along mesh dim `dim`
     (wrapping; negative shifts go the other way) and receives `recv` from the rank `shift`
     places before, as one point-to-point batch. send and recv: contiguous numpy arrays or torch

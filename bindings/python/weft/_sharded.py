@@ -7,17 +7,19 @@ tensor (any device, described as DLPack would: data_ptr(), shape, stride(), devi
 binding keeps a reference to the array so its memory outlives the handle.
 """
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import enum
 import sys
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._handle import Handle
 from . import _errors, _lib
 from ._buffers import DType, as_dtype
-from ._comm import Request
+from ._comm import BufferLike, DTypeLike, Request, Result
 from ._errors import InvalidArgument
-from ._mesh import Mesh, Placement, Replicate, _shape64, as_layout, local_box
+from ._mesh import Layout, LayoutLike, Mesh, Placement, Replicate, _shape64, as_layout, local_box
 
 # ------------------------------------------------------------------ tensor views
 
@@ -173,8 +175,18 @@ def _zeros(shape, dtype, like):
 
 # ------------------------------------------------------------------ sharded tensors
 
-TensorView = collections.namedtuple("TensorView", "data device_type device_id dtype shape strides byte_offset")
-TensorView.__doc__ = "weft_sharded_local(): the view the library holds (strides in elements; data None on a descriptor)."
+
+class TensorView(NamedTuple):
+    """weft_sharded_local(): the view the library holds (strides in elements; data None on a
+    descriptor)."""
+
+    data: Optional[int]
+    device_type: int
+    device_id: int
+    dtype: Union[DType, int]
+    shape: Tuple[int, ...]
+    strides: Optional[Tuple[int, ...]]
+    byte_offset: int
 
 
 class ShardedTensor(Handle):
@@ -193,7 +205,8 @@ class ShardedTensor(Handle):
     outlives it) and a copy of its view, not of its data. close() frees the handle (not
     collective; also on collection, and when the mesh is closed)."""
 
-    def __init__(self, mesh, global_shape, layout, local, dtype=None, name=None):
+    def __init__(self, mesh: Mesh, global_shape: Sequence[int], layout: LayoutLike, local: BufferLike,
+                 dtype: DTypeLike = None, name: Optional[str] = None) -> None:
         if not isinstance(mesh, Mesh):
             raise InvalidArgument("ShardedTensor(mesh=...): expected a weft.Mesh, got %r" % (mesh,))
         self._handle = None
@@ -221,7 +234,8 @@ class ShardedTensor(Handle):
         mesh._tensors.add(self)
 
     @classmethod
-    def zeros(cls, mesh, global_shape, layout, dtype, name=None, like="numpy"):
+    def zeros(cls, mesh: Mesh, global_shape: Sequence[int], layout: LayoutLike, dtype: Union[DType, str, Any],
+              name: Optional[str] = None, like: Any = "numpy") -> ShardedTensor:
         """A ShardedTensor over a new zero-filled local piece of the right shape: a numpy array
         (like="numpy"; bfloat16/fp8 in integer storage) or a torch tensor (like="torch", or a
         torch tensor whose dtype and device to copy). A descriptor on ranks outside the mesh."""
@@ -240,44 +254,48 @@ class ShardedTensor(Handle):
         return h
 
     @property
-    def mesh(self):
+    def mesh(self) -> Mesh:
+        """The mesh the tensor is laid out on."""
         return self._mesh
 
     @property
-    def global_shape(self):
+    def global_shape(self) -> Tuple[int, ...]:
+        """Shape of the whole tensor."""
         return self._global_shape
 
     @property
-    def layout(self):
+    def layout(self) -> Layout:
+        """One Placement per mesh dim."""
         return self._layout
 
     @property
-    def dtype(self):
+    def dtype(self) -> DType:
         """The weft.DType the library is told."""
         return self._dtype
 
     @property
-    def name(self):
+    def name(self) -> Optional[str]:
+        """The name given (used in error messages and checkpoints), or None."""
         return self._name
 
     @property
-    def local(self):
+    def local(self) -> Any:
         """This rank's piece: the array or tensor given (None on a descriptor)."""
         return self._view.obj if self._view is not None else None
 
     @property
-    def local_shape(self):
+    def local_shape(self) -> Tuple[int, ...]:
         """Shape of this rank's piece (from the mesh and layout; members only)."""
         if self._view is not None:
             return self._view.shape
         return local_box(self._mesh, self._layout, self._global_shape)[0]
 
     @property
-    def global_offset(self):
+    def global_offset(self) -> Tuple[int, ...]:
         """Global index of this rank's first element (members only)."""
         return local_box(self._mesh, self._layout, self._global_shape)[1]
 
-    def local_view(self):
+    def local_view(self) -> TensorView:
         """weft_sharded_local(): the view the library holds, as a TensorView."""
         t = _lib.weft_tensor_t()
         _errors.check(_lib.fn("weft_sharded_local")(self._h(), ctypes.byref(t)))
@@ -286,7 +304,7 @@ class ShardedTensor(Handle):
                           tuple(t.shape[i] for i in range(n)) if t.shape else (),
                           tuple(t.strides[i] for i in range(n)) if t.strides else None, t.byte_offset)
 
-    def set_local(self, local):
+    def set_local(self, local: BufferLike) -> None:
         """weft_sharded_set_local(): points the handle at other memory of the same local shape
         and dtype (e.g. the next step's buffer); `local` is referenced from now on."""
         v = _view(local, self._dtype, "local")
@@ -295,7 +313,7 @@ class ShardedTensor(Handle):
 
     # -------------------------------------------------------------- lifecycle
 
-    def close(self):
+    def close(self) -> None:
         """weft_sharded_destroy(): frees the handle; the data is the caller's and untouched."""
         h, self._handle = self._handle, None
         if h is not None:
@@ -346,7 +364,7 @@ def _stream(stream):
     raise InvalidArgument("stream=%r: expected None, a cudaStream_t as an int, or a torch.cuda.Stream" % (stream,))
 
 
-def redistribute(src, dst, async_op=False, stream=None):
+def redistribute(src: ShardedTensor, dst: ShardedTensor, async_op: bool = False, stream: Any = None) -> Result:
     """weft_redistribute(): writes into dst's local memory the values of src laid out as dst
     says. Collective over the members of src's mesh and dst's mesh (a rank in both takes part
     once); on the same mesh or between two meshes made from one communicator. src and dst have
@@ -400,7 +418,17 @@ def _bytes(n):
         n /= 1024.0
 
 
-class Step(collections.namedtuple("Step", "kind mesh_dim dim_name before after bytes_sent max_bytes_sent")):
+class _StepFields(NamedTuple):
+    kind: Union[StepKind, int]
+    mesh_dim: Optional[int]
+    dim_name: Optional[str]
+    before: Placement
+    after: Placement
+    bytes_sent: int
+    max_bytes_sent: int
+
+
+class Step(_StepFields):
     """One step of a redistribution (weft_redistribute_step_t): kind (StepKind), the mesh dim
     changed (None for an exchange or the final copy) and its name, the placements on it before
     and after, bytes this rank sends and the most any rank sends. str() reads as a sentence."""
@@ -426,12 +454,12 @@ class Plan(list):
         return "\n".join("%d. %s" % (i + 1, s) for i, s in enumerate(self))
 
     @property
-    def bytes_sent(self):
+    def bytes_sent(self) -> int:
         """Bytes this rank sends over the whole redistribution."""
         return sum(s.bytes_sent for s in self)
 
 
-def plan(src, dst):
+def plan(src: ShardedTensor, dst: ShardedTensor) -> Plan:
     """weft_redistribute_plan(): the steps redistribute(src, dst) would run, without
     communicating (any rank involved). Returns a Plan (a list of Step)."""
     f = _lib.fn("weft_redistribute_plan")
@@ -451,7 +479,7 @@ def plan(src, dst):
     return out
 
 
-def full(sharded, like=None):
+def full(sharded: ShardedTensor, like: Any = None) -> Any:
     """The whole global tensor on every member rank of sharded's mesh: a new numpy array (or
     torch tensor, following sharded.local) of sharded.global_shape, filled by redistributing to
     an all-Replicate() layout. Collective over the mesh's members; returns None on other ranks.

@@ -10,15 +10,17 @@ torch.bfloat16); such a view keeps the Python handle object alive, but the memor
 as long as training.h says (until the next finish/step/release or close).
 """
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import enum
 import sys
 import weakref
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _errors, _lib
 from ._buffers import DType
-from ._comm import Comm, Op, as_op
+from ._comm import BufferLike, Comm, Op, OpLike, as_op
 from ._errors import InvalidArgument
 from ._handle import Handle
 from ._plugin_ids import extension_id, names_extension
@@ -33,13 +35,19 @@ class Wire(enum.IntEnum):
     FP8_E4M3 = 2
 
 
+# A Wire, its int value or name ("native", "bf16", "fp8_e4m3"), or a plugin codec (its id >= 64 or its
+# entry of a loaded plugin).
+WireLike = Union[Wire, int, str, Any]
+# A gradient's registration index or its name.
+GradRef = Union[int, str]
+
 WIRE_FP8_BLOCK = 256  # WEFT_WIRE_FP8_BLOCK: elements per float32 scale on the FP8_E4M3 wire
 
 _WIRE_NAMES = {"native": Wire.NATIVE, "bf16": Wire.BF16, "bfloat16": Wire.BF16, "fp8_e4m3": Wire.FP8_E4M3,
                "fp8": Wire.FP8_E4M3, "e4m3": Wire.FP8_E4M3}
 
 
-def as_wire(wire):
+def as_wire(wire: WireLike) -> Union[Wire, int]:
     """Wire from a Wire, its int value or a name ("native", "bf16", "fp8_e4m3"); a plugin codec's
     wire format (an id >= 64, or the codec's entry of a loaded plugin) as its int."""
     if isinstance(wire, Wire):
@@ -157,10 +165,17 @@ class Reduction(enum.IntEnum):
 _REDUCTION_NAMES = {"allreduce": Reduction.ALLREDUCE, "all_reduce": Reduction.ALLREDUCE,
                     "reduce_scatter": Reduction.REDUCE_SCATTER, "reducescatter": Reduction.REDUCE_SCATTER}
 
-BucketerStats = collections.namedtuple("BucketerStats", "steps wire_bytes exposed_ns launched_late")
-BucketerStats.__doc__ = ("weft_bucketer_stats_t: finish() calls so far; for the last step the bytes this rank's "
-                         "reductions moved in the wire format, the nanoseconds finish() waited for communication, "
-                         "and the buckets ready before an earlier bucket.")
+
+class BucketerStats(NamedTuple):
+    """weft_bucketer_stats_t: finish() calls so far; for the last step the bytes this rank's
+    reductions moved in the wire format, the nanoseconds finish() waited for communication, and
+    the buckets ready before an earlier bucket."""
+
+    steps: int
+    wire_bytes: int
+    exposed_ns: int
+    launched_late: int
+
 
 _live = weakref.WeakSet()  # bucketers and ZeRO handles, closed at exit before meshes and communicators
 
@@ -194,8 +209,10 @@ class Bucketer(Handle):
     adds it to the next step's gradients (training.h). One thread at a time; calls are serialised with the
     communicator's other calls. close() (also `with`, collection and exit) frees it."""
 
-    def __init__(self, comm, grads, bucket_bytes=None, op="avg", wire="native", reduction="allreduce", names=None,
-                 bucket_of=None, error_feedback=False):
+    def __init__(self, comm: Comm, grads: Union[Sequence[BufferLike], Mapping[str, BufferLike]],
+                 bucket_bytes: Optional[int] = None, op: OpLike = "avg", wire: WireLike = "native",
+                 reduction: Union[Reduction, int, str] = "allreduce", names: Optional[Sequence[str]] = None,
+                 bucket_of: Optional[Sequence[int]] = None, error_feedback: bool = False) -> None:
         self._handle = None
         if not isinstance(comm, Comm):
             raise InvalidArgument("Bucketer(comm=...): expected a weft.Comm, got %r" % (comm,))
@@ -254,20 +271,22 @@ class Bucketer(Handle):
     # -------------------------------------------------------------- queries
 
     @property
-    def grads(self):
+    def grads(self) -> Tuple[Any, ...]:
         """The registered gradient arrays, in registration order."""
         return tuple(self._grads)
 
     @property
-    def names(self):
+    def names(self) -> Optional[Tuple[str, ...]]:
+        """The gradients' names, or None when none were given."""
         return tuple(self._names) if self._names is not None else None
 
     @property
-    def reduction(self):
+    def reduction(self) -> Reduction:
+        """All-reduce into the gradients, or reduce-scatter into shards."""
         return self._reduction
 
     @property
-    def num_buckets(self):
+    def num_buckets(self) -> int:
         """weft_bucketer_num_buckets()."""
         if self._nbuckets is None:
             n = ctypes.c_size_t()
@@ -275,7 +294,7 @@ class Bucketer(Handle):
             self._nbuckets = n.value
         return self._nbuckets
 
-    def bucket_of(self, grad):
+    def bucket_of(self, grad: GradRef) -> Tuple[int, int]:
         """weft_bucketer_bucket_of(): (bucket, element offset in it) of gradient `grad` (an index or
         a name)."""
         b, off = ctypes.c_size_t(), ctypes.c_size_t()
@@ -283,7 +302,7 @@ class Bucketer(Handle):
                                                          ctypes.byref(off)))
         return b.value, off.value
 
-    def stats(self):
+    def stats(self) -> BucketerStats:
         """weft_bucketer_stats() as a BucketerStats."""
         s = _lib.weft_bucketer_stats_t(ctypes.sizeof(_lib.weft_bucketer_stats_t))
         _errors.check(_lib.fn("weft_bucketer_stats")(self._h(), ctypes.byref(s)))
@@ -291,7 +310,7 @@ class Bucketer(Handle):
 
     # -------------------------------------------------------------- per step
 
-    def mark_ready(self, grad, current=None):
+    def mark_ready(self, grad: GradRef, current: BufferLike = None) -> None:
         """weft_bucketer_mark_ready(): gradient `grad` (an index or a name) holds its final value
         for this step. weft is given the address the gradient has now: that of `current` when
         given (e.g. the parameter's .grad at this moment), else of the registered array. A
@@ -303,13 +322,13 @@ class Bucketer(Handle):
         with self._comm._lock:
             _errors.check(_lib.fn("weft_bucketer_mark_ready")(self._h(), i, ptr or None, None))
 
-    def finish(self):
+    def finish(self) -> None:
         """weft_bucketer_finish(): waits for every bucket's reduction and writes the results (into
         the gradients, or the shards with reduction="reduce_scatter"); resets for the next step."""
         with self._comm._lock:
             _errors.check(_lib.fn("weft_bucketer_finish")(self._h(), None))
 
-    def shard(self, bucket, like="numpy"):
+    def shard(self, bucket: int, like: str = "numpy") -> Tuple[Any, int]:
         """weft_bucketer_shard() (reduction="reduce_scatter", after finish()): (array, offset):
         this rank's reduced chunk of `bucket`, a 1-d view of weft's memory holding the bucket's
         elements [offset, offset + len) (torch.chunk's rule over the ranks). Valid until the next
@@ -322,7 +341,7 @@ class Bucketer(Handle):
 
     # -------------------------------------------------------------- lifecycle
 
-    def close(self):
+    def close(self) -> None:
         """weft_bucketer_destroy(); shard views must not be used afterwards. Idempotent."""
         h, self._handle = self._handle, None
         if h is not None:

@@ -12,8 +12,11 @@ runs the collective; every rank must register its operators in the same order (t
 agree) and the function must be associative and commutative (weft/plugin.h).
 """
 
+from __future__ import annotations
+
 import ctypes
 import threading
+from typing import Any, Callable, Iterable, Optional, Union
 
 import numpy as np
 
@@ -36,7 +39,8 @@ class UserOp(int):
     call fails the collective on this rank with the operator's name)."""
 
     @property
-    def id(self):
+    def id(self) -> int:
+        """The operator's weft_op_t value (>= 64), as a plain int."""
         return int(self)
 
     def _call(self, dst, a, b, count, dtype, _user_data):
@@ -67,7 +71,8 @@ class UserOp(int):
         return "<weft.UserOp %d %r %s>" % (int(self), self.name, [d.name.lower() for d in self.dtypes])
 
 
-def register_op(fn, name=None, dtypes=("float32",)):
+def register_op(fn: Callable[..., Any], name: Optional[str] = None,
+                dtypes: Iterable[Union[DType, str, Any]] = ("float32",)) -> UserOp:
     """weft_op_create(): fn(dst, a, b) gets numpy arrays (dst writable; a and b may be dst) and
     writes dst = a op b elementwise (or returns the result). dtypes: the element types it takes
     (weft.DType, names or numpy dtypes). Returns a UserOp to pass as op=."""
@@ -93,7 +98,7 @@ def register_op(fn, name=None, dtypes=("float32",)):
     return op
 
 
-def destroy_op(op):
+def destroy_op(op: Union[UserOp, int]) -> None:
     """weft_op_destroy(): unregisters a register_op() operator (a later collective with it
     fails); its id is not reused. Must not race with a collective using it."""
     ident = int(getattr(op, "id", op))
@@ -102,7 +107,7 @@ def destroy_op(op):
         _registered.pop(ident, None)
 
 
-def with_op_error(op, issue):
+def with_op_error(op: Any, issue: Callable[[], Any]) -> Any:
     """issue() (a blocking or asynchronous collective); when it fails because a weft.register_op
     operator raised, the error says so and is chained to that exception (weft only knows that the
     operator failed)."""

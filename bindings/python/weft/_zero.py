@@ -1,18 +1,20 @@
 """ZeRO stages 0-3 with a fused optimizer (weft/training.h): weft.Zero and the optimizer
 settings weft.SGD, weft.Adam, weft.AdamW."""
 
-import collections
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _errors, _lib
-from ._buffers import as_dtype
-from ._comm import Request
+from ._buffers import DType, as_dtype
+from ._comm import BufferLike, DTypeLike, OpLike, Request
 from ._errors import InvalidArgument
 from ._handle import Handle
-from ._mesh import Mesh
+from ._mesh import Mesh, MeshDim
 from ._sharded import _is_torch, _view
-from ._training import _items, _live, _memory_view, _names_array, _sum_or_avg, _tensor_views, as_wire
+from ._training import WireLike, _items, _live, _memory_view, _names_array, _sum_or_avg, _tensor_views, as_wire
 
 _SGD, _ADAM, _ADAMW = 0, 1, 2  # weft_optimizer_kind_t
 
@@ -42,7 +44,7 @@ class SGD(_Optimizer):
     _fields = ("lr", "momentum", "weight_decay")
     betas, eps = (0.9, 0.999), 1e-8  # unused by SGD; the C struct has them
 
-    def __init__(self, lr, momentum=0.0, weight_decay=0.0):
+    def __init__(self, lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
         self.lr, self.momentum, self.weight_decay = float(lr), float(momentum), float(weight_decay)
 
 
@@ -52,7 +54,8 @@ class Adam(_Optimizer):
     kind = _ADAM
     _fields = ("lr", "betas", "eps", "weight_decay")
 
-    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
         self.lr, self.eps, self.weight_decay = float(lr), float(eps), float(weight_decay)
         self.betas = (float(betas[0]), float(betas[1]))
 
@@ -62,18 +65,38 @@ class AdamW(Adam):
 
     kind = _ADAMW
 
-    def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    def __init__(self, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01) -> None:
         super().__init__(lr, betas, eps, weight_decay)
 
 
-StepInfo = collections.namedtuple("StepInfo", "skipped grad_norm loss_scale comm_elements comm_bytes")
-StepInfo.__doc__ = ("weft_zero_step_info_t: skipped (an inf/NaN gradient on some rank: nothing changed), the global "
-                    "L2 norm of the unscaled gradient before clipping, the loss scale for the next step, and the "
-                    "elements and wire bytes this rank's collectives moved since the last step.")
+class StepInfo(NamedTuple):
+    """weft_zero_step_info_t: skipped (an inf/NaN gradient on some rank: nothing changed), the
+    global L2 norm of the unscaled gradient before clipping, the loss scale for the next step,
+    and the elements and wire bytes this rank's collectives moved since the last step."""
 
-ZeroMemory = collections.namedtuple("ZeroMemory", "params grads optimizer buffers buffers_peak")
-ZeroMemory.__doc__ = ("weft_zero_memory_t: bytes weft holds for this rank: parameters (full or shard), gradients, "
-                  "float32 master weights and optimizer state, communication buffers now and at their peak.")
+    skipped: bool
+    grad_norm: float
+    loss_scale: float
+    comm_elements: int
+    comm_bytes: int
+
+
+class ZeroMemory(NamedTuple):
+    """weft_zero_memory_t: bytes weft holds for this rank: parameters (full or shard), gradients,
+    float32 master weights and optimizer state, communication buffers now and at their peak."""
+
+    params: int
+    grads: int
+    optimizer: int
+    buffers: int
+    buffers_peak: int
+
+
+# Optimizer settings Zero takes.
+Optimizer = Union[SGD, Adam, AdamW]
+# A parameter's registration index or its name.
+ParamRef = Union[int, str]
 
 
 class Zero(Handle):
@@ -103,9 +126,13 @@ class Zero(Handle):
     or, at stage 3, while its group is gathered. One thread at a time; calls are serialised with
     the mesh's other calls. close() (also `with`, collection and exit) frees it."""
 
-    def __init__(self, mesh, dp_dim, params, stage=2, param_dtype="float32", optimizer=None, groups=None,
-                 group_bytes=None, names=None, grad_op="avg", wire="native", max_grad_norm=0.0, loss_scale=1.0,
-                 dynamic_loss_scale=False, growth=2.0, backoff=0.5, growth_interval=2000, error_feedback=False):
+    def __init__(self, mesh: Mesh, dp_dim: MeshDim, params: Union[Sequence[BufferLike], Mapping[str, BufferLike]],
+                 stage: int = 2, param_dtype: DTypeLike = "float32", optimizer: Optional[Optimizer] = None,
+                 groups: Optional[Sequence[int]] = None, group_bytes: Optional[int] = None,
+                 names: Optional[Sequence[str]] = None, grad_op: OpLike = "avg", wire: WireLike = "native",
+                 max_grad_norm: float = 0.0, loss_scale: float = 1.0, dynamic_loss_scale: bool = False,
+                 growth: float = 2.0, backoff: float = 0.5, growth_interval: int = 2000,
+                 error_feedback: bool = False) -> None:
         self._handle = None
         if not isinstance(mesh, Mesh):
             raise InvalidArgument("Zero(mesh=...): expected a weft.Mesh, got %r" % (mesh,))
@@ -176,45 +203,52 @@ class Zero(Handle):
     # -------------------------------------------------------------- queries
 
     @property
-    def mesh(self):
+    def mesh(self) -> Mesh:
+        """The mesh given."""
         return self._mesh
 
     @property
-    def stage(self):
+    def stage(self) -> int:
+        """The ZeRO stage, 0..3."""
         return self._stage
 
     @property
-    def param_dtype(self):
+    def param_dtype(self) -> DType:
+        """What weft holds the parameters as."""
         return self._param_dtype
 
     @property
-    def optimizer(self):
+    def optimizer(self) -> Optimizer:
+        """The optimizer settings (weft.AdamW() when none were given)."""
         return self._optimizer
 
     @property
-    def num_params(self):
+    def num_params(self) -> int:
+        """Number of parameters registered."""
         return len(self._shapes)
 
     @property
-    def shapes(self):
+    def shapes(self) -> Tuple[Tuple[int, ...], ...]:
+        """Each parameter's shape, in registration order."""
         return tuple(self._shapes)
 
     @property
-    def names(self):
+    def names(self) -> Optional[Tuple[str, ...]]:
+        """The parameters' names, or None when none were given."""
         return tuple(self._names) if self._names is not None else None
 
     @property
-    def num_groups(self):
+    def num_groups(self) -> int:
         """weft_zero_num_groups()."""
         return self._ngroups
 
-    def group_of(self, param):
+    def group_of(self, param: ParamRef) -> int:
         """weft_zero_group_of(): the group of parameter `param` (an index or a name)."""
         g = ctypes.c_size_t()
         _errors.check(_lib.fn("weft_zero_group_of")(self._h(), self._index(param), ctypes.byref(g)))
         return g.value
 
-    def param(self, param, like="numpy"):
+    def param(self, param: ParamRef, like: str = "numpy") -> Any:
         """weft_zero_param(): the full value of parameter `param` (an index or a name) in weft's
         memory, its shape, param_dtype: a read-only numpy array (bfloat16 as uint16 storage) or,
         like="torch", a torch tensor (bfloat16 as torch.bfloat16; do not write it). Valid until
@@ -225,11 +259,11 @@ class Zero(Handle):
         _errors.check(_lib.fn("weft_zero_param")(self._h(), i, ctypes.byref(t)))
         return _memory_view(t.data, self._shapes[i], t.dtype, self, like, readonly=True)
 
-    def params(self, like="numpy"):
+    def params(self, like: str = "numpy") -> List[Any]:
         """[param(i) for every parameter]."""
         return [self.param(i, like) for i in range(len(self._shapes))]
 
-    def memory(self):
+    def memory(self) -> ZeroMemory:
         """weft_zero_memory() as a ZeroMemory namedtuple (bytes)."""
         m = _lib.weft_zero_memory_t(ctypes.sizeof(_lib.weft_zero_memory_t))
         _errors.check(_lib.fn("weft_zero_memory")(self._h(), ctypes.byref(m)))
@@ -237,7 +271,7 @@ class Zero(Handle):
 
     # -------------------------------------------------------------- communicating calls
 
-    def gather(self, group, async_op=False):
+    def gather(self, group: int, async_op: bool = False) -> Optional[Request]:
         """weft_zero_gather(): stage 3 all-gathers group `group`'s parameters. Blocking returns
         None; async_op=True returns a weft.Request (prefetch while computing: param() is usable
         once it completes), or None when there is nothing to do (stages 0-2, already gathered)."""
@@ -252,13 +286,13 @@ class Zero(Handle):
             return None
         return Request(self._mesh, req.value, [self], None, "zero_gather")
 
-    def release(self, group):
+    def release(self, group: int) -> None:
         """weft_zero_release(): stage 3 frees group `group`'s gathered parameters (views of them
         must not be used afterwards). Stages 0-2: nothing to do."""
         with self._mesh._lock:
             _errors.check(_lib.fn("weft_zero_release")(self._h(), int(group)))
 
-    def grad_ready(self, param, grad):
+    def grad_ready(self, param: ParamRef, grad: BufferLike) -> None:
         """weft_zero_grad_ready(): the gradient of parameter `param` (an index or a name) for this
         step: a contiguous numpy array or CPU torch tensor of the parameter's shape and
         param_dtype (bfloat16 as uint16 storage or torch.bfloat16), copied during the call. May
@@ -268,7 +302,7 @@ class Zero(Handle):
         with self._mesh._lock:
             _errors.check(_lib.fn("weft_zero_grad_ready")(self._h(), i, ctypes.byref(v.c)))
 
-    def step(self):
+    def step(self) -> StepInfo:
         """weft_zero_step(): waits for the reductions, unscales, agrees on skipping, clips, runs
         the optimizer on this rank's shard and (stages 0-2) all-gathers the parameters.
         Collective over the mesh's members. Returns a StepInfo."""
@@ -277,13 +311,13 @@ class Zero(Handle):
             _errors.check(_lib.fn("weft_zero_step")(self._h(), ctypes.byref(info)))
         return StepInfo(bool(info.skipped), info.grad_norm, info.loss_scale, info.comm_elements, info.comm_bytes)
 
-    def save(self, path):
+    def save(self, path: Union[str, bytes, os.PathLike]) -> None:
         """weft_zero_save(): the optimizer state (master weights, optimizer buffers, step count,
         loss scale) as a weft checkpoint in directory `path`. Collective over the mesh's members."""
         with self._mesh._lock:
             _errors.check(_lib.fn("weft_zero_save")(self._h(), _path(path)))
 
-    def load(self, path):
+    def load(self, path: Union[str, bytes, os.PathLike]) -> None:
         """weft_zero_load(): reads a state saved by save() (same parameter shapes and optimizer,
         any data-parallel size) and all-gathers the parameters. Collective over the mesh's members."""
         with self._mesh._lock:
@@ -291,7 +325,7 @@ class Zero(Handle):
 
     # -------------------------------------------------------------- lifecycle
 
-    def close(self):
+    def close(self) -> None:
         """weft_zero_destroy(): frees weft's parameters, gradients and state (views of them must
         not be used afterwards). Not collective; idempotent."""
         h, self._handle = self._handle, None

@@ -84,6 +84,24 @@ weft_status_t weft_comm_split(weft_comm_t comm, int color, int key, weft_comm_t 
                               const weft_comm_config_t *config);
 /* Collective over `comm`: a new communicator with the same ranks and its own message space. */
 weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t *newcomm);
+/* After ranks of `comm` died (kill -9, a lost host), the survivors agree on who is gone and form
+ * a new communicator without them (like NCCL's ncclCommShrink and MPI ULFM's MPI_Comm_shrink).
+ * Collective over the surviving ranks of `comm`; every survivor gets the same membership, and
+ * the new ranks keep the survivors' order. `comm` may be broken (an operation on it failed,
+ * e.g. WEFT_ERR_REMOTE) or aborted; its rank 0 may be among the dead (the agreement uses point-
+ * to-point messages between the survivors only, not the rendezvous store). `comm` stays broken
+ * and must still be destroyed. On a healthy communicator it equals weft_comm_dup. The new
+ * communicator inherits comm's settings; device memory on it uses the same GPU, with NCCL set
+ * up afresh among the survivors (or staging, as at creation).
+ * It returns within twice comm's deadline (WEFT_TIMEOUT; survivors may enter up to one deadline
+ * apart, as a rank blocked in an operation learns of a death only at that operation's deadline).
+ * Errors: WEFT_ERR_TIMEOUT naming the ranks not heard from; WEFT_ERR_REMOTE on a rank the
+ * survivors took for dead although it lives (e.g. it was stopped past the deadline): it is left
+ * out and must not talk to them any more. After an error the survivors may be out of step: a
+ * second weft_comm_shrink on the same comm agrees only if every survivor's first call failed.
+ * If a rank dies during the shrink, the survivors may get a new communicator that still lists
+ * it: its first operation then fails naming that rank, and they shrink the new one again. */
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t *newcomm);
 
 weft_status_t weft_comm_rank(weft_comm_t comm, int *rank);
 weft_status_t weft_comm_size(weft_comm_t comm, int *size);
@@ -197,7 +215,10 @@ weft_status_t weft_scatter(const void *sendbuf, void *recvbuf, size_t count, wef
                            weft_comm_t comm, void *stream, weft_request_t *request);
 weft_status_t weft_barrier(weft_comm_t comm, void *stream, weft_request_t *request);
 /* Point-to-point: messages between a pair of ranks on one communicator match in issue order.
- * The receive count must equal the send count (a mismatch is WEFT_ERR_MISMATCH). */
+ * The receive count must equal the send count (a mismatch is WEFT_ERR_MISMATCH). A blocking
+ * send of a small message usually returns before its receive is posted, but, as with MPI_Send,
+ * only a bounded number of them can get ahead of the receiver: two ranks that each send before
+ * they receive should use weft_sendrecv, a group, or requests. */
 weft_status_t weft_send(const void *buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,
                         void *stream, weft_request_t *request);
 weft_status_t weft_recv(void *buf, size_t count, weft_dtype_t dtype, int peer, weft_comm_t comm,

@@ -26,5 +26,6 @@
 #include "pipeline.h" /* pipeline schedules: generators, validator, simulator, tuning, executor */
 #include "moe.h"      /* expert parallelism: router, layout, dispatch and combine */
 #include "plugin.h"   /* plugins: loading, calling by name, closures, reduction operators */
+#include "plan.h"     /* the planner: rank parallel layouts by predicted step time; Amdahl/Gustafson */
 
 #endif /* WEFT_WEFT_H */

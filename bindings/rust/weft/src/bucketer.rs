@@ -27,6 +27,7 @@ pub enum Reduction {
 }
 
 impl Reduction {
+    /// The C value (`weft_bucket_reduction_t`).
     pub fn raw(self) -> sys::weft_bucket_reduction_t {
         match self {
             Reduction::AllReduce => sys::WEFT_BUCKET_ALLREDUCE,
@@ -46,9 +47,11 @@ pub struct BucketerConfig {
     pub bucket_of: Option<Vec<usize>>,
     /// `Op::Sum` or `Op::Avg` (the mean over the communicator's ranks).
     pub op: Op,
+    /// The format gradients travel in ([`Wire::Native`] = their own dtype).
     pub wire: Wire,
+    /// All-reduce each bucket, or reduce-scatter it (each rank keeps its shard).
     pub reduction: Reduction,
-    /// One name per gradient for error messages ("grad[i]" otherwise).
+    /// One name per gradient for error messages (`"grad[i]"` otherwise).
     pub names: Option<Vec<String>>,
     /// Compressed wires only: keep what the encoding lost and add it to the next step's gradients.
     pub error_feedback: bool,
@@ -210,6 +213,7 @@ impl<'a> Bucketer<'a> {
         self.grads.len()
     }
 
+    /// True when the bucketer holds no gradients.
     pub fn is_empty(&self) -> bool {
         self.grads.is_empty()
     }

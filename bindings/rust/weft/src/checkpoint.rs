@@ -108,9 +108,11 @@ pub fn load(dir: impl AsRef<Path>, tensors: &mut [(&str, &mut ShardedTensor<'_>)
 /// One tensor of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorInfo {
+    /// The tensor's name in the checkpoint.
     pub name: String,
     /// `None` for a dtype this binding does not know.
     pub dtype: Option<Dtype>,
+    /// The global shape.
     pub shape: Vec<usize>,
     /// Number of stored shards (replicated pieces are stored once).
     pub nshards: usize,
@@ -153,6 +155,7 @@ impl Checkpoint {
         Ok(n)
     }
 
+    /// True when the checkpoint holds no tensors.
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }

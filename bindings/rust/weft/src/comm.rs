@@ -25,6 +25,7 @@ pub struct Config {
     /// Deadline for every blocking wait. `None`: `WEFT_TIMEOUT` (seconds) or 300 s.
     /// Durations are rounded up to whole milliseconds.
     pub timeout: Option<Duration>,
+    /// The host transport preference (`WEFT_TRANSPORT_*`).
     pub transport: Transport,
     /// Name used in log lines and error messages (`None`: "weft").
     pub name: Option<String>,
@@ -83,10 +84,12 @@ impl UniqueId {
         Ok(UniqueId(id))
     }
 
+    /// The id's bytes, to send to the other ranks by any means (a file, MPI, a socket).
     pub fn to_bytes(&self) -> [u8; sys::WEFT_UNIQUE_ID_BYTES] {
         self.0.internal.map(|c| c as u8)
     }
 
+    /// An id from bytes made by [`UniqueId::to_bytes`] on the rank that created it.
     pub fn from_bytes(bytes: [u8; sys::WEFT_UNIQUE_ID_BYTES]) -> UniqueId {
         UniqueId(sys::weft_unique_id_t { internal: bytes.map(|b| b as std::ffi::c_char) })
     }
@@ -243,6 +246,20 @@ impl Comm {
         Comm::wrap(raw)
     }
 
+    /// `weft_comm_shrink`, collective over the survivors: after ranks of this communicator
+    /// died (an operation returned `Status::Remote`, say), the survivors agree on who is gone
+    /// and get a new communicator without them, with the same membership on every survivor, in
+    /// the survivors' order. `self` may be broken and is still dropped as usual; on a healthy
+    /// communicator this equals [`Comm::dup`]. A rank the survivors took for dead gets an error.
+    /// If a rank dies during the shrink, the new communicator may still hold it: its first
+    /// operation fails, and the survivors shrink again.
+    pub fn shrink(&self) -> Result<Comm> {
+        let mut raw: sys::weft_comm_t = ptr::null_mut();
+        // SAFETY: self.raw is live; raw a valid out-pointer.
+        check(unsafe { sys::weft_comm_shrink(self.raw, &mut raw) })?;
+        Comm::wrap(raw)
+    }
+
     /// This process's rank (`weft_comm_rank`, read once at creation).
     pub fn rank(&self) -> usize {
         self.rank
@@ -363,6 +380,8 @@ unsafe impl Send for AbortHandle<'_> {}
 unsafe impl Sync for AbortHandle<'_> {}
 
 impl AbortHandle<'_> {
+    /// Aborts this communicator's pending and future operations (they fail with
+    /// [`Status::Aborted`](crate::Status::Aborted)).
     pub fn abort(&self) -> Result<()> {
         // SAFETY: the communicator is alive for 'a.
         check(unsafe { sys::weft_comm_abort(self.raw) })

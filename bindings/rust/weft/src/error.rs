@@ -11,6 +11,7 @@ pub enum Status {
     InvalidArgument,
     /// A valid request this build or transport cannot do.
     Unsupported,
+    /// `WEFT_ERR_OUT_OF_MEMORY`: an allocation failed.
     OutOfMemory,
     /// A deadline (`Config::timeout` / `WEFT_TIMEOUT`) expired.
     Timeout,
@@ -114,10 +115,12 @@ impl Error {
         Error { status, message: last_error() }
     }
 
+    /// The status code of the failed call.
     pub fn status(&self) -> Status {
         self.status
     }
 
+    /// The library's detailed message (`weft_last_error` at the time of the failure).
     pub fn message(&self) -> &str {
         &self.message
     }

@@ -25,6 +25,9 @@
 //! * Plugins (`weft/plugin.h`): [`Plugin::load`] and [`Plugin::call`] by name with tagged
 //!   [`Value`]s, Rust closures as C function pointers ([`Closure`]), and reduction operators
 //!   written in Rust ([`UserOp`], used as [`Op::Custom`]).
+//! * The planner (`weft/plan.h`): [`LayoutPlan`] ranks the parallel layouts of a model
+//!   ([`PlanLayer`]s) on a [`PlanCluster`] by predicted step time, with the Amdahl/Gustafson
+//!   report ([`LayoutPlan::scaling`], [`LayoutPlan::report`]).
 //!
 //! ```no_run
 //! fn main() -> weft::Result<()> {
@@ -38,6 +41,7 @@
 //!
 //! Thread safety follows weft.h: a communicator and its requests are used by one thread at a
 //! time (`Comm` is `Send`, not `Sync`); [`AbortHandle`] may abort it from any thread.
+#![deny(missing_docs)]
 
 mod bucketer;
 pub mod checkpoint;
@@ -46,6 +50,7 @@ mod error;
 mod mesh;
 mod moe;
 mod pipeline;
+mod planner;
 mod plugin;
 mod request;
 mod schedule;
@@ -71,6 +76,9 @@ pub use moe::{
     RouterScore,
 };
 pub use pipeline::{Boundary, BufferInfo, Callbacks, Pipeline, PipelineConfig, StageCall, StageFn};
+pub use planner::{
+    LayoutPlan, PlanCluster, PlanConfig, PlanFormat, PlanInfo, PlanLayer, PlanLayout, PlanScaling, ScalingPoint,
+};
 pub use plugin::{Closure, Plugin, PluginEntry, PluginKind, Value, ValueType};
 pub use schedule::{Action, ActionKind, CsvFormat, Schedule, ScheduleConfig, ScheduleInfo, ScheduleKind};
 pub use sharded::{
@@ -86,8 +94,11 @@ pub use zero::{Optimizer, OptimizerConfig, StepInfo, Zero, ZeroConfig, ZeroGathe
 /// Version of the loaded library (`weft_version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Version {
+    /// The major version (`WEFT_VERSION_MAJOR` of the loaded library).
     pub major: u32,
+    /// The minor version: new functions and struct fields, ABI compatible.
     pub minor: u32,
+    /// The patch version: fixes only.
     pub patch: u32,
     /// ABI version of the loaded library; [`sys::WEFT_ABI_VERSION`] is the one this binding
     /// was written for.

@@ -94,7 +94,9 @@ pub(crate) fn shape_i64(shape: &[usize], what: &str) -> Result<Vec<i64>> {
 /// The local piece of one mesh member: its shape and the global index of its first element.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LocalBox {
+    /// The extent of the local piece in each dim.
     pub shape: Vec<usize>,
+    /// Where the local piece starts in the global tensor, per dim.
     pub offset: Vec<usize>,
 }
 
@@ -103,6 +105,7 @@ impl LocalBox {
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
+    /// True when the local piece has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -26,6 +26,7 @@ pub enum RouterScore {
 }
 
 impl RouterScore {
+    /// The C value (`weft_router_score_t`).
     pub fn raw(self) -> sys::weft_router_score_t {
         match self {
             RouterScore::Softmax => sys::WEFT_ROUTER_SOFTMAX,
@@ -48,6 +49,7 @@ pub enum DropPolicy {
 }
 
 impl DropPolicy {
+    /// The C value (`weft_router_drop_t`).
     pub fn raw(self) -> sys::weft_router_drop_t {
         match self {
             DropPolicy::None => sys::WEFT_DROP_NONE,
@@ -64,18 +66,23 @@ pub struct RouterConfig {
     pub experts: usize,
     /// k (1 <= k <= E).
     pub topk: usize,
+    /// How logits become scores (softmax or sigmoid).
     pub score: RouterScore,
     /// Renormalise Softmax weights to sum 1 over the k.
     pub normalize: bool,
     /// Group-limited routing: E experts in `groups` equal groups (0 or 1 = off).
     pub groups: usize,
+    /// With `groups`: how many groups each token may pick experts from.
     pub topk_groups: usize,
     /// E values added to the scores for selection only (see [`update_bias`]).
     pub bias: Option<Vec<f32>>,
+    /// What happens to assignments beyond an expert's capacity.
     pub drop: DropPolicy,
     /// C = ceil(T * k / E * capacity_factor) per expert when dropping.
     pub capacity_factor: f64,
+    /// Coefficient of the load-balancing auxiliary loss (0 = off).
     pub aux_loss_coeff: f32,
+    /// Coefficient of the router z-loss (0 = off).
     pub z_loss_coeff: f32,
     /// 0 = the built-in top-k selection; a ROUTER plugin's id (its [`PluginEntry`](crate::PluginEntry)'s `id`).
     pub selector: i32,
@@ -152,7 +159,9 @@ pub struct RouterResult {
     pub tokens_per_expert: Vec<i64>,
     /// Assignments per expert before dropping.
     pub selected_per_expert: Vec<i64>,
+    /// The load-balancing auxiliary loss, already multiplied by its coefficient.
     pub aux_loss: f32,
+    /// The router z-loss, already multiplied by its coefficient.
     pub z_loss: f32,
 }
 
@@ -244,7 +253,7 @@ pub fn router_backward<T: WeftType>(
     Ok(grad)
 }
 
-/// `weft_router_update_bias`: bias[e] += rate * sign(mean - load[e]), load = tokens_per_expert.
+/// `weft_router_update_bias`: `bias[e] += rate * sign(mean - load[e])`, load = tokens_per_expert.
 pub fn update_bias(bias: &mut [f32], tokens_per_expert: &[i64], rate: f32) -> Result<()> {
     expect_len("tokens_per_expert", tokens_per_expert.len(), bias.len(), "one per expert")?;
     let e = to_c_int(bias.len(), "experts")?;
@@ -310,7 +319,7 @@ pub struct MoeConfig {
     pub hidden: usize,
     /// The token dtype: F32, Bf16 or F16.
     pub dtype: Dtype,
-    /// Expert e on rank expert_rank[e]; None = contiguous blocks (torch.chunk's rule).
+    /// Expert e on rank `expert_rank[e]`; None = contiguous blocks (torch.chunk's rule).
     pub expert_rank: Option<Vec<i32>>,
     /// Pad each local expert's rows to a multiple of it (0 or 1 = none).
     pub expert_alignment: usize,
@@ -362,6 +371,7 @@ impl<'c> Moe<'c> {
         Ok(Moe { raw, hidden: config.hidden, dtype: config.dtype, _comm: PhantomData })
     }
 
+    /// The raw `weft_moe_t` handle (owned by this value).
     pub fn as_raw(&self) -> sys::weft_moe_t {
         self.raw
     }
@@ -505,6 +515,7 @@ fn view<'h, T>(p: *const T, len: usize) -> &'h [T] {
 }
 
 impl MoeHandle<'_> {
+    /// The raw `weft_moe_handle_t` (owned by this value).
     pub fn as_raw(&self) -> sys::weft_moe_handle_t {
         self.raw
     }

@@ -54,10 +54,15 @@ pub type StageFn<'a> = Box<dyn FnMut(&mut StageCall<'_>) -> std::result::Result<
 /// actions; `backward_input` and `backward_weight` when it has I and W; `reduce_grad` optional).
 #[derive(Default)]
 pub struct Callbacks<'a> {
+    /// The forward of a stage for one micro-batch (F actions); required.
     pub forward: Option<StageFn<'a>>,
+    /// The whole backward of a stage (B actions).
     pub backward: Option<StageFn<'a>>,
+    /// The backward for the inputs only (I actions).
     pub backward_input: Option<StageFn<'a>>,
+    /// The backward for the weights only (W actions).
     pub backward_weight: Option<StageFn<'a>>,
+    /// Called when a stage's gradients are complete for the step (optional).
     pub reduce_grad: Option<StageFn<'a>>,
 }
 
@@ -65,8 +70,11 @@ pub struct Callbacks<'a> {
 /// back. Host memory ([`Device::Cpu`]) or the communicator's GPU ([`Device::Cuda`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Boundary {
+    /// The element type of the activations crossing the boundary.
     pub dtype: Dtype,
+    /// The shape of one micro-batch's activation (and of its gradient).
     pub shape: Vec<usize>,
+    /// Where the boundary buffers live.
     pub device: Device,
 }
 
@@ -81,7 +89,9 @@ impl Boundary {
 /// neighbouring stages (S - 1), and whether each run records a timeline.
 #[derive(Default)]
 pub struct PipelineConfig<'a> {
+    /// The stage callbacks.
     pub callbacks: Callbacks<'a>,
+    /// One boundary per pair of neighbouring stages (S - 1).
     pub boundaries: Vec<Boundary>,
     /// Every run records start and end times of each action and gathers them to every rank
     /// (set it on all ranks or none).
@@ -94,7 +104,9 @@ pub struct PipelineConfig<'a> {
 pub struct BufferInfo {
     /// `None` for a dtype this binding does not know.
     pub dtype: Option<Dtype>,
+    /// The buffer's shape.
     pub shape: Vec<usize>,
+    /// Where the buffer lives.
     pub device: Device,
     /// The first element (the view's data plus its byte offset).
     pub data: *mut c_void,
@@ -129,10 +141,12 @@ fn info_of(t: *const sys::weft_tensor_t) -> Option<BufferInfo> {
 }
 
 impl StageCall<'_> {
+    /// The action this call runs.
     pub fn kind(&self) -> ActionKind {
         ActionKind::from_raw(self.raw.kind)
     }
 
+    /// The stage this call runs.
     pub fn stage(&self) -> usize {
         self.raw.stage.max(0) as usize
     }
@@ -329,6 +343,7 @@ impl<'c> Pipeline<'c> {
         Ok(Pipeline { raw, callbacks: boxed, record, _comm: PhantomData })
     }
 
+    /// The raw `weft_pipeline_t` handle (owned by this value).
     pub fn as_raw(&self) -> sys::weft_pipeline_t {
         self.raw
     }

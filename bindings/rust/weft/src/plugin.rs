@@ -28,21 +28,37 @@ use crate::types::{Dtype, Op};
 /// `weft_value_type_t`: the argument and return types a plugin signature may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueType {
+    /// `void` (return type only).
     Void,
+    /// `int8_t`.
     I8,
+    /// `uint8_t`.
     U8,
+    /// `int16_t`.
     I16,
+    /// `uint16_t`.
     U16,
+    /// `int32_t`.
     I32,
+    /// `uint32_t`.
     U32,
+    /// `int64_t`.
     I64,
+    /// `uint64_t`.
     U64,
+    /// `float`.
     F32,
+    /// `double`.
     F64,
+    /// `void *`.
     Ptr,
+    /// `size_t`.
     Size,
+    /// `const weft_tensor_t *`.
     Tensor,
+    /// `const char *` (NUL-terminated).
     String,
+    /// A C function pointer.
     Fn,
 }
 
@@ -80,13 +96,21 @@ impl ValueType {
 /// `weft_plugin_kind_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PluginKind {
+    /// A plain function called by name.
     Function,
+    /// A reduction operator usable in collectives.
     ReduceOp,
+    /// A wire codec's size function (encoded bytes for a count).
     CodecBytes,
+    /// A wire codec's encoder.
     CodecEncode,
+    /// A wire codec's decoder.
     CodecDecode,
+    /// A MoE router (top-k selection).
     Router,
+    /// A pipeline schedule generator.
     Schedule,
+    /// A pipeline cost model.
     CostModel,
     /// A kind this binding does not know (a newer library).
     Unknown(i32),
@@ -112,21 +136,37 @@ impl PluginKind {
 /// borrow what they point at for the call. Equality compares a tensor by address.
 #[derive(Debug, Clone, Copy)]
 pub enum Value<'a> {
+    /// No value (a `void` return).
     Void,
+    /// An `int8_t`.
     I8(i8),
+    /// A `uint8_t`.
     U8(u8),
+    /// An `int16_t`.
     I16(i16),
+    /// A `uint16_t`.
     U16(u16),
+    /// An `int32_t`.
     I32(i32),
+    /// A `uint32_t`.
     U32(u32),
+    /// An `int64_t`.
     I64(i64),
+    /// A `uint64_t`.
     U64(u64),
+    /// A `float`.
     F32(f32),
+    /// A `double`.
     F64(f64),
+    /// A `void *`.
     Ptr(*mut c_void),
+    /// A `size_t`.
     Size(usize),
+    /// A tensor view, borrowed for the call.
     Tensor(&'a sys::weft_tensor_t),
+    /// A C string, borrowed for the call.
     Str(&'a CStr),
+    /// A C function pointer.
     Fn(*const c_void),
 }
 
@@ -229,11 +269,17 @@ impl Value<'_> {
 /// One entry of a loaded plugin (`weft_plugin_entry_t`), copied out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginEntry {
+    /// The entry's name (what [`Plugin::call`] takes).
     pub name: String,
+    /// What kind of extension the entry is.
     pub kind: PluginKind,
+    /// The C symbol the entry resolves to.
     pub symbol: String,
+    /// The entry's documentation from the manifest.
     pub doc: String,
+    /// The return type.
     pub ret: ValueType,
+    /// The argument types, in order.
     pub args: Vec<ValueType>,
     /// REDUCE_OP: the element types it takes.
     pub dtypes: Vec<Dtype>,
@@ -339,10 +385,12 @@ impl Plugin {
         Ok(p)
     }
 
+    /// The plugin's name from its manifest.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The plugin's version from its manifest.
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -453,6 +501,7 @@ unsafe impl Send for Closure {}
 unsafe impl Sync for Closure {}
 
 impl Closure {
+    /// A C function of signature `ret(args...)` that calls `handler` with the arguments as [`Value`]s.
     pub fn new<F>(ret: ValueType, args: &[ValueType], handler: F) -> Result<Closure>
     where
         F: FnMut(&[Value<'_>]) -> std::result::Result<Value<'static>, String> + Send + 'static,

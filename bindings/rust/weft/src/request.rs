@@ -169,6 +169,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         Ok(Request { pending: &self.pending, slot: slots.len() - 1 })
     }
 
+    /// Asynchronous [`Comm::allreduce`].
     pub fn allreduce<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -177,12 +178,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allreduce_raw(send, recv, op, r))
     }
+    /// Asynchronous [`Comm::allreduce_in_place`].
     pub fn allreduce_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allreduce_in_place_raw(buf, op, r))
     }
+    /// Asynchronous [`Comm::broadcast`].
     pub fn broadcast<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.broadcast_raw(buf, root, r))
     }
+    /// Asynchronous [`Comm::reduce`].
     pub fn reduce<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -192,6 +196,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_raw(send, recv, op, root, r))
     }
+    /// Asynchronous [`Comm::reduce_in_place`].
     pub fn reduce_in_place<T: WeftType>(
         &'scope self,
         buf: &'scope mut [T],
@@ -200,12 +205,15 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_in_place_raw(buf, op, root, r))
     }
+    /// Asynchronous [`Comm::allgather`].
     pub fn allgather<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T]) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgather_raw(send, recv, r))
     }
+    /// Asynchronous [`Comm::allgather_in_place`].
     pub fn allgather_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T]) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgather_in_place_raw(buf, r))
     }
+    /// Asynchronous [`Comm::allgatherv`].
     pub fn allgatherv<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -215,6 +223,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgatherv_raw(send, recv, counts, displs, r))
     }
+    /// Asynchronous [`Comm::allgatherv_in_place`].
     pub fn allgatherv_in_place<T: WeftType>(
         &'scope self,
         buf: &'scope mut [T],
@@ -223,6 +232,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.allgatherv_in_place_raw(buf, counts, displs, r))
     }
+    /// Asynchronous [`Comm::reduce_scatter`].
     pub fn reduce_scatter<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -231,16 +241,20 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_scatter_raw(send, recv, op, r))
     }
+    /// Asynchronous [`Comm::reduce_scatter_in_place`].
     pub fn reduce_scatter_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], op: Op) -> Result<Request<'scope>> {
         self.start(|r| self.comm.reduce_scatter_in_place_raw(buf, op, r))
     }
+    /// Asynchronous [`Comm::alltoall`].
     pub fn alltoall<T: WeftType>(&'scope self, send: &'scope [T], recv: &'scope mut [T]) -> Result<Request<'scope>> {
         self.start(|r| self.comm.alltoall_raw(send, recv, r))
     }
+    /// Asynchronous [`Comm::alltoall_in_place`].
     pub fn alltoall_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T]) -> Result<Request<'scope>> {
         self.start(|r| self.comm.alltoall_in_place_raw(buf, r))
     }
     #[allow(clippy::too_many_arguments)]
+    /// Asynchronous [`Comm::alltoallv`].
     pub fn alltoallv<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -252,6 +266,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.alltoallv_raw(send, send_counts, send_displs, recv, recv_counts, recv_displs, r))
     }
+    /// Asynchronous [`Comm::alltoallv_in_place`].
     pub fn alltoallv_in_place<T: WeftType>(
         &'scope self,
         buf: &'scope mut [T],
@@ -262,6 +277,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.alltoallv_in_place_raw(buf, send_counts, send_displs, recv_counts, recv_displs, r))
     }
+    /// Asynchronous [`Comm::gather`].
     pub fn gather<T: WeftType>(
         &'scope self,
         send: &'scope [T],
@@ -270,9 +286,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.gather_raw(send, recv, root, r))
     }
+    /// Asynchronous [`Comm::gather_in_place`].
     pub fn gather_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.gather_in_place_raw(buf, root, r))
     }
+    /// Asynchronous [`Comm::scatter`].
     pub fn scatter<T: WeftType>(
         &'scope self,
         send: Option<&'scope [T]>,
@@ -281,15 +299,19 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     ) -> Result<Request<'scope>> {
         self.start(|r| self.comm.scatter_raw(send, recv, root, r))
     }
+    /// Asynchronous [`Comm::scatter_in_place`].
     pub fn scatter_in_place<T: WeftType>(&'scope self, buf: &'scope mut [T], root: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.scatter_in_place_raw(buf, root, r))
     }
+    /// Asynchronous [`Comm::barrier`].
     pub fn barrier(&'scope self) -> Result<Request<'scope>> {
         self.start(|r| self.comm.barrier_raw(r))
     }
+    /// Asynchronous [`Comm::send`].
     pub fn send<T: WeftType>(&'scope self, buf: &'scope [T], peer: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.send_raw(buf, peer, r))
     }
+    /// Asynchronous [`Comm::recv`].
     pub fn recv<T: WeftType>(&'scope self, buf: &'scope mut [T], peer: usize) -> Result<Request<'scope>> {
         self.start(|r| self.comm.recv_raw(buf, peer, r))
     }

@@ -25,9 +25,13 @@ pub enum ActionKind {
     I,
     /// Backward for the weights only (after I).
     W,
+    /// Send a forward activation to the next stage's rank.
     SendF,
+    /// Receive a forward activation from the previous stage's rank.
     RecvF,
+    /// Send a gradient to the previous stage's rank.
     SendB,
+    /// Receive a gradient from the next stage's rank.
     RecvB,
     /// The stage's gradients are complete for the step (micro-batch none).
     ReduceGrad,
@@ -36,6 +40,7 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// The C value (`weft_action_kind_t`).
     pub fn raw(self) -> sys::weft_action_kind_t {
         match self {
             ActionKind::F => sys::WEFT_ACTION_F,
@@ -51,6 +56,7 @@ impl ActionKind {
         }
     }
 
+    /// The kind of a C value (a code this binding does not know panics).
     pub fn from_raw(k: sys::weft_action_kind_t) -> ActionKind {
         match k {
             sys::WEFT_ACTION_F => ActionKind::F,
@@ -103,10 +109,12 @@ impl Action {
         Action(sys::weft_action_t { kind: kind.raw(), stage: clamp(stage), microbatch: microbatch.map_or(-1, clamp) })
     }
 
+    /// The action's kind.
     pub fn kind(&self) -> ActionKind {
         ActionKind::from_raw(self.0.kind)
     }
 
+    /// The stage the action runs or moves data for.
     pub fn stage(&self) -> usize {
         self.0.stage.max(0) as usize
     }
@@ -116,6 +124,7 @@ impl Action {
         usize::try_from(self.0.microbatch).ok()
     }
 
+    /// The C struct (`weft_action_t`).
     pub fn raw(&self) -> sys::weft_action_t {
         self.0
     }
@@ -142,12 +151,19 @@ impl fmt::Debug for Action {
 pub enum ScheduleKind {
     /// Made by [`Schedule::from_actions`], [`Schedule::from_csv`] or [`Schedule::load`].
     Custom,
+    /// GPipe: all forwards, then all backwards.
     Gpipe,
+    /// 1F1B: one forward, one backward in steady state.
     OneFOneB,
+    /// Interleaved 1F1B: several stages per rank (Megatron's virtual pipeline).
     Interleaved1F1B,
+    /// Zero-bubble ZB-H1 (backward split into I and W).
     ZbH1,
+    /// Zero-bubble ZB-H2.
     ZbH2,
+    /// Zero-bubble ZB-V (two stages per rank in a V shape).
     ZbV,
+    /// DeepSeek's DualPipeV.
     DualPipeV,
     /// A SCHEDULE plugin's kind by its id (>= `WEFT_PLUGIN_ID_BASE`, the entry's `id`).
     Plugin(sys::weft_schedule_kind_t),
@@ -165,6 +181,7 @@ impl ScheduleKind {
         ScheduleKind::DualPipeV,
     ];
 
+    /// The C value (`weft_schedule_kind_t`).
     pub fn raw(self) -> sys::weft_schedule_kind_t {
         match self {
             ScheduleKind::Custom => sys::WEFT_SCHEDULE_CUSTOM,
@@ -221,8 +238,11 @@ impl Default for ScheduleConfig {
 pub struct ScheduleInfo {
     /// The generator, or [`ScheduleKind::Custom`]; `None` for a code this binding does not know.
     pub kind: Option<ScheduleKind>,
+    /// The number of ranks the schedule runs on.
     pub ranks: usize,
+    /// The number of stages.
     pub stages: usize,
+    /// The number of micro-batches per step.
     pub microbatches: usize,
     /// The most stages any rank holds.
     pub stages_per_rank: usize,
@@ -239,6 +259,7 @@ pub enum CsvFormat {
 }
 
 impl CsvFormat {
+    /// The C value (`weft_csv_format_t`).
     pub fn raw(self) -> sys::weft_csv_format_t {
         match self {
             CsvFormat::ComputeComms => sys::WEFT_CSV_COMPUTE_COMMS,
@@ -317,6 +338,7 @@ impl Schedule {
         Schedule { raw }
     }
 
+    /// The raw `weft_schedule_t` handle (owned by this value).
     pub fn as_raw(&self) -> sys::weft_schedule_t {
         self.raw
     }

@@ -226,6 +226,7 @@ impl<'a> TensorView<'a> {
         }
     }
 
+    /// The element type of the view.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -267,10 +268,15 @@ impl fmt::Debug for TensorView<'_> {
 /// shape and strides (in elements; `None` = contiguous).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalView {
+    /// The address of the local piece's first byte (before `byte_offset`).
     pub data: *mut c_void,
+    /// The element type; `None` for a dtype this binding does not know.
     pub dtype: Option<Dtype>,
+    /// The local shape.
     pub shape: Vec<i64>,
+    /// Strides in elements; `None` = contiguous row-major.
     pub strides: Option<Vec<i64>>,
+    /// Bytes from `data` to the first element.
     pub byte_offset: u64,
 }
 
@@ -409,18 +415,23 @@ impl<'a> ShardedTensor<'a> {
     pub fn as_raw(&self) -> sys::weft_sharded_t {
         self.raw
     }
+    /// The mesh the tensor is laid out on.
     pub fn mesh(&self) -> &'a Mesh {
         self.mesh
     }
+    /// The global shape.
     pub fn global_shape(&self) -> &[usize] {
         &self.global_shape
     }
+    /// The placements, one per mesh dim.
     pub fn layout(&self) -> &[Placement] {
         &self.layout
     }
+    /// The element type.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
+    /// The tensor's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
@@ -586,9 +597,13 @@ pub unsafe fn redistribute_on_stream(
 pub enum StepKind {
     /// A local copy, slice or zero fill: no communication.
     Local,
+    /// All-gather along a mesh dim (Shard to Replicate).
     AllGather,
+    /// All-reduce along a mesh dim (Partial to Replicate).
     AllReduce,
+    /// Reduce-scatter along a mesh dim (Partial to Shard).
     ReduceScatter,
+    /// All-to-all along a mesh dim (Shard(a) to Shard(b)).
     AllToAll,
     /// Point-to-point exchange of boxes over the whole mesh (or between meshes).
     Exchange,
@@ -613,14 +628,17 @@ impl StepKind {
 /// One step of a redistribution (`weft_redistribute_step_t`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// What the step does.
     pub kind: StepKind,
     /// The mesh dim changed; `None` for an exchange or the final copy.
     pub mesh_dim: Option<usize>,
     /// Placements on `mesh_dim` before and after (`None` if this binding does not know them).
     pub from: Option<Placement>,
+    /// The placement on `mesh_dim` after the step.
     pub to: Option<Placement>,
     /// Bytes this rank sends in this step, and the most any rank sends.
     pub bytes_sent: u64,
+    /// The most bytes any rank sends in this step.
     pub max_bytes_sent: u64,
 }
 

@@ -22,6 +22,7 @@ pub enum TimelineFormat {
 }
 
 impl TimelineFormat {
+    /// The C value (`weft_timeline_format_t`).
     pub fn raw(self) -> sys::weft_timeline_format_t {
         match self {
             TimelineFormat::Svg => sys::WEFT_TIMELINE_SVG,
@@ -47,8 +48,11 @@ pub struct RankStats {
 /// list for that rank, borrowed from the timeline.
 #[derive(Debug, Clone, Copy)]
 pub struct RankTimes<'t> {
+    /// Start time of each action, in the rank's list order.
     pub start: &'t [f64],
+    /// End time of each action, in the rank's list order.
     pub end: &'t [f64],
+    /// The rank's totals (busy, idle, peak memory).
     pub stats: RankStats,
 }
 
@@ -70,6 +74,7 @@ impl Timeline {
         Timeline { raw }
     }
 
+    /// The raw `weft_timeline_t` handle (owned by this value).
     pub fn as_raw(&self) -> sys::weft_timeline_t {
         self.raw
     }
@@ -151,11 +156,13 @@ impl std::fmt::Debug for Timeline {
 /// header's defaults.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Costs {
+    /// The time of F per stage (its length is the number of stages).
     pub forward: Vec<f64>,
     /// The time of B; `None` = backward_input + backward_weight.
     pub backward: Option<Vec<f64>>,
     /// The times of I and W; `None` = half of backward each.
     pub backward_input: Option<Vec<f64>>,
+    /// The time of W per stage; `None` = half of backward.
     pub backward_weight: Option<Vec<f64>>,
     /// What F keeps until its backward is done (`None` = 0 bytes).
     pub activation_bytes: Option<Vec<f64>>,
@@ -165,6 +172,7 @@ pub struct Costs {
     pub boundary_bytes: Option<Vec<f64>>,
     /// A message takes latency + bytes / bandwidth (bandwidth 0 = infinite).
     pub latency: f64,
+    /// Bytes per time unit of a message (0 = infinite).
     pub bandwidth: f64,
     /// Added to every compute action.
     pub overhead: f64,
@@ -233,14 +241,19 @@ pub struct TuneConfig {
     pub ranks: usize,
     /// Per layer, the time of one sample's forward and backward.
     pub layer_forward: Vec<f64>,
+    /// Per layer, the time of one sample's backward.
     pub layer_backward: Vec<f64>,
     /// Samples per step; a candidate's micro-batch count divides it.
     pub global_batch: usize,
     /// Time added to every compute action.
     pub microbatch_overhead: f64,
+    /// Activation bytes one sample keeps per layer.
     pub activation_bytes_per_sample: f64,
+    /// Bytes of one sample's boundary activation.
     pub boundary_bytes_per_sample: f64,
+    /// The fixed time of one message.
     pub latency: f64,
+    /// Bytes per time unit of a message (0 = infinite).
     pub bandwidth: f64,
     /// Bytes of activations a rank may hold (0 = no cap).
     pub memory_cap: f64,
@@ -284,11 +297,15 @@ impl Default for TuneConfig {
 pub struct Candidate {
     /// `None` for a generator this binding does not know.
     pub kind: Option<ScheduleKind>,
+    /// Micro-batches per step.
     pub microbatches: usize,
+    /// Stages each rank holds.
     pub stages_per_rank: usize,
+    /// Samples per micro-batch.
     pub microbatch_size: usize,
     /// Simulated makespan.
     pub step_time: f64,
+    /// Idle fraction of the simulated step.
     pub bubble_fraction: f64,
     /// The largest rank's activation peak + static_bytes.
     pub peak_bytes: f64,

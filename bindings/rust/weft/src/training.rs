@@ -30,6 +30,7 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// The C value (`weft_wire_format_t`).
     pub fn raw(self) -> sys::weft_wire_format_t {
         match self {
             Wire::Native => sys::WEFT_WIRE_NATIVE,
@@ -55,15 +56,22 @@ impl Wire {
 /// size (chunk = ceil(n / size); the last ones may be short or empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Region {
+    /// Identity forward, all-reduce backward (Megatron's f).
     Copy,
+    /// All-reduce forward, identity backward (Megatron's g).
     Reduce,
+    /// Keep this rank's slice forward, all-gather backward.
     Scatter,
+    /// All-gather forward, keep this rank's slice backward.
     Gather,
+    /// Sequence parallelism: all-gather forward, reduce-scatter backward.
     SeqGather,
+    /// Sequence parallelism: reduce-scatter forward, all-gather backward.
     SeqReduceScatter,
 }
 
 impl Region {
+    /// The C value (`weft_region_t`).
     pub fn raw(self) -> sys::weft_region_t {
         match self {
             Region::Copy => sys::WEFT_REGION_COPY,

@@ -9,7 +9,9 @@ use crate::error::{check, Error, Result};
 /// `weft_dtype_t`. Collectives pick it from the element type ([`WeftType::DTYPE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// `double`.
     F64,
+    /// `float`.
     F32,
     /// IEEE 754 binary16.
     F16,
@@ -19,11 +21,17 @@ pub enum Dtype {
     Fp8E4M3,
     /// OCP FP8 E5M2 (no Rust element type yet; usable through `weft-sys`).
     Fp8E5M2,
+    /// `int8_t`.
     I8,
+    /// `uint8_t`.
     U8,
+    /// `int32_t`.
     I32,
+    /// `uint32_t`.
     U32,
+    /// `int64_t`.
     I64,
+    /// `uint64_t`.
     U64,
 }
 
@@ -75,10 +83,15 @@ impl Dtype {
 /// `Avg` truncates for integers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// Sum.
     Sum,
+    /// Product.
     Prod,
+    /// Minimum (NaN if any operand is NaN).
     Min,
+    /// Maximum (NaN if any operand is NaN).
     Max,
+    /// Sum divided by the number of ranks.
     Avg,
     /// A user or plugin operator by its id (>= `WEFT_PLUGIN_ID_BASE`): [`UserOp::op`](crate::UserOp::op),
     /// or a REDUCE_OP [`PluginEntry::op`](crate::PluginEntry::op).
@@ -86,6 +99,7 @@ pub enum Op {
 }
 
 impl Op {
+    /// The C value (`weft_op_t`).
     pub fn raw(self) -> sys::weft_op_t {
         match self {
             Op::Sum => sys::WEFT_SUM,
@@ -104,10 +118,12 @@ pub enum Transport {
     /// UCX picks shared memory, CMA, TCP, IB: whatever reaches the peer.
     #[default]
     Auto,
+    /// UCX only.
     Ucx,
 }
 
 impl Transport {
+    /// The C value (`weft_transport_t`).
     pub fn raw(self) -> sys::weft_transport_t {
         match self {
             Transport::Auto => sys::WEFT_TRANSPORT_AUTO,
@@ -124,6 +140,7 @@ mod sealed {
 /// `i32`, `u32`, `i64`, `u64`, [`F16`] and [`Bf16`] only, each with its weft dtype, so a
 /// buffer's element size always matches the dtype the library is told.
 pub trait WeftType: sealed::Sealed + Copy + Send + Sync + 'static {
+    /// The weft dtype of this Rust type.
     const DTYPE: Dtype;
 }
 
@@ -149,15 +166,22 @@ pub struct F16(u16);
 pub struct Bf16(u16);
 
 impl F16 {
+    /// 0.0.
     pub const ZERO: F16 = F16(0);
+    /// 1.0.
     pub const ONE: F16 = F16(0x3c00);
+    /// The largest finite value, 65504.
     pub const MAX: F16 = F16(0x7bff);
+    /// Positive infinity.
     pub const INFINITY: F16 = F16(0x7c00);
+    /// A quiet NaN.
     pub const NAN: F16 = F16(0x7e00);
 
+    /// The value of the given IEEE binary16 bits.
     pub const fn from_bits(bits: u16) -> F16 {
         F16(bits)
     }
+    /// The IEEE binary16 bits.
     pub const fn to_bits(self) -> u16 {
         self.0
     }
@@ -220,21 +244,29 @@ impl F16 {
         f32::from_bits(bits)
     }
 
+    /// True for a NaN.
     pub fn is_nan(self) -> bool {
         (self.0 & 0x7c00) == 0x7c00 && (self.0 & 0x3ff) != 0
     }
 }
 
 impl Bf16 {
+    /// 0.0.
     pub const ZERO: Bf16 = Bf16(0);
+    /// 1.0.
     pub const ONE: Bf16 = Bf16(0x3f80);
+    /// The largest finite value (about 3.39e38).
     pub const MAX: Bf16 = Bf16(0x7f7f);
+    /// Positive infinity.
     pub const INFINITY: Bf16 = Bf16(0x7f80);
+    /// A quiet NaN.
     pub const NAN: Bf16 = Bf16(0x7fc0);
 
+    /// The value of the given bfloat16 bits (the upper half of a binary32).
     pub const fn from_bits(bits: u16) -> Bf16 {
         Bf16(bits)
     }
+    /// The bfloat16 bits.
     pub const fn to_bits(self) -> u16 {
         self.0
     }
@@ -254,6 +286,7 @@ impl Bf16 {
         f32::from_bits((self.0 as u32) << 16)
     }
 
+    /// True for a NaN.
     pub fn is_nan(self) -> bool {
         (self.0 & 0x7f80) == 0x7f80 && (self.0 & 0x7f) != 0
     }

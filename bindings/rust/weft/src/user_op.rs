@@ -59,7 +59,7 @@ pub struct UserOp {
 }
 
 impl UserOp {
-    /// Registers `f(dst, a, b)` (dst[i] = a[i] op b[i]) for element type `T`. When weft passes
+    /// Registers `f(dst, a, b)` (`dst[i] = a[i] op b[i]`) for element type `T`. When weft passes
     /// dst aliasing a or b, the aliased input is copied first so the slices never overlap.
     pub fn create<T, F>(name: &str, f: F) -> Result<UserOp>
     where
@@ -102,10 +102,12 @@ impl UserOp {
         Op::Custom(self.id)
     }
 
+    /// The operator's id, usable as [`Op::Custom`].
     pub fn id(&self) -> sys::weft_op_t {
         self.id
     }
 
+    /// The operator's name (for messages).
     pub fn name(&self) -> &str {
         &self.name
     }

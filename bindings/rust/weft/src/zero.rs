@@ -29,6 +29,7 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
+    /// The C value (`weft_optimizer_kind_t`).
     pub fn raw(self) -> sys::weft_optimizer_kind_t {
         match self {
             Optimizer::Sgd => sys::WEFT_OPTIMIZER_SGD,
@@ -42,14 +43,19 @@ impl Optimizer {
 /// betas (0.9, 0.999), eps 1e-8, weight decay 0.01).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OptimizerConfig {
+    /// Which optimizer.
     pub kind: Optimizer,
+    /// Learning rate.
     pub lr: f32,
     /// SGD.
     pub momentum: f32,
     /// Adam, AdamW.
     pub beta1: f32,
+    /// Adam, AdamW: the second moment's decay.
     pub beta2: f32,
+    /// Adam, AdamW: added to the denominator.
     pub eps: f32,
+    /// Weight decay (decoupled for AdamW, added to the gradient for SGD and Adam).
     pub weight_decay: f32,
 }
 
@@ -92,6 +98,7 @@ pub struct ZeroConfig {
     /// `F32`, `Bf16` or `F16`: the parameters and gradients weft holds (16-bit ones with float32
     /// master weights).
     pub param_dtype: Dtype,
+    /// The optimizer and its hyper-parameters.
     pub optimizer: OptimizerConfig,
     /// Each parameter's group (0, 1, ... without gaps, non-decreasing): one flat buffer, reduced,
     /// partitioned and (stage 3) gathered together. `None`: consecutive parameters up to
@@ -99,10 +106,11 @@ pub struct ZeroConfig {
     pub groups: Option<Vec<usize>>,
     /// 0 = 25 MiB.
     pub group_bytes: usize,
-    /// Parameter names for messages and the saved state ("param[i]" otherwise).
+    /// Parameter names for messages and the saved state (`"param[i]"` otherwise).
     pub names: Option<Vec<String>>,
     /// `Op::Avg` (the mean over the data-parallel ranks) or `Op::Sum`.
     pub grad_op: Op,
+    /// The format gradients travel in ([`Wire::Native`] = their own dtype).
     pub wire: Wire,
     /// Clip the unscaled gradients to this global L2 norm (0 = no clipping).
     pub max_grad_norm: f32,
@@ -111,8 +119,11 @@ pub struct ZeroConfig {
     /// torch.amp.GradScaler's rule: a skipped step multiplies the scale by `backoff`,
     /// `growth_interval` clean steps in a row by `growth`.
     pub dynamic_loss_scale: bool,
+    /// The factor the scale grows by (default 2).
     pub growth: f32,
+    /// The factor the scale shrinks by after a skipped step (default 0.5).
     pub backoff: f32,
+    /// Clean steps before the scale grows (default 2000).
     pub growth_interval: u32,
     /// As the bucketer's (compressed wires only).
     pub error_feedback: bool,
@@ -160,12 +171,15 @@ pub struct StepInfo {
 /// Bytes weft holds for this rank (`weft_zero_memory_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ZeroMemory {
+    /// Bytes of this rank's parameters.
     pub params: u64,
+    /// Bytes of this rank's gradients.
     pub grads: u64,
     /// float32 master weights and optimizer state.
     pub optimizer: u64,
     /// Communication buffers now (buckets, gathered stage-3 groups).
     pub buffers: u64,
+    /// The most communication buffer bytes held at once so far.
     pub buffers_peak: u64,
 }
 

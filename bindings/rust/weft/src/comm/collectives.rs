@@ -522,6 +522,7 @@ impl Comm {
     pub fn alltoall<T: WeftType>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
         self.alltoall_raw(send, recv, ptr::null_mut())
     }
+    /// All-to-all in place: block j of `buf` goes to rank j and is replaced by rank j's block.
     pub fn alltoall_in_place<T: WeftType>(&self, buf: &mut [T]) -> Result<()> {
         self.alltoall_in_place_raw(buf, ptr::null_mut())
     }
@@ -566,6 +567,7 @@ impl Comm {
     pub fn scatter_in_place<T: WeftType>(&self, buf: &mut [T], root: usize) -> Result<()> {
         self.scatter_in_place_raw(buf, root, ptr::null_mut())
     }
+    /// Returns once every rank of the communicator has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
         self.barrier_raw(ptr::null_mut())
     }

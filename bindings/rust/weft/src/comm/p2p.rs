@@ -85,6 +85,7 @@ impl Comm {
     pub fn send<T: WeftType>(&self, buf: &[T], peer: usize) -> Result<()> {
         self.send_raw(buf, peer, ptr::null_mut())
     }
+    /// Receives `buf.len()` elements from rank `peer` (matched in order with its [`Comm::send`]).
     pub fn recv<T: WeftType>(&self, buf: &mut [T], peer: usize) -> Result<()> {
         self.recv_raw(buf, peer, ptr::null_mut())
     }

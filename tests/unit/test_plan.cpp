@@ -1,0 +1,274 @@
+// The planner's cost model (core/plan/) against closed forms derived here by hand from the model
+// weft/plan.h states: a layer on one rank, pure data parallelism, memory per ZeRO stage, Megatron
+// tensor parallelism, expert parallelism, a 1F1B pipeline, the memory cap, an obvious best
+// layout, and Amdahl's serial fraction. Expected values never come from core/plan/ itself.
+// With WEFT_TEST_INJECT=1 every checked value is moved and every truth flipped once, and the run
+// passes only when each was caught (ctest unit.plan_inject).
+#include <gtest/gtest.h>
+
+#include "pipeline_inject_checks.h"
+
+#include "core/plan/plan.h"
+
+using namespace weft;
+using namespace weft::plan;
+using pipecheck::check_value;
+
+namespace {
+
+// Equalities here are sums of a few products of exact-ish doubles: 1e-12 relative covers the
+// rounding of reordered additions (a few ulps over at most ~1e3 terms).
+constexpr double kRel = 1e-12;
+
+// One host of `ranks` ranks; bandwidth 1e9 B/s, latency 1e-5 s, memory 1e12 B (no cap unless set).
+Options base(int ranks, int batch) {
+  Options o;
+  o.cluster.hosts = 1;
+  o.cluster.ranks_per_host = ranks;
+  o.cluster.memory = 1e12;
+  o.cluster.flops = 1e12;
+  o.cluster.intra_bandwidth = 1e9;
+  o.cluster.intra_latency = 1e-5;
+  o.global_batch = batch;
+  return o;
+}
+
+Layer dense(double fwd, double params, double act = 0, double out = 0) {
+  Layer l;
+  l.name = "dense";
+  l.forward_seconds = fwd;
+  l.params = params;
+  l.activation_bytes = act;
+  l.output_bytes = out;
+  return l;
+}
+
+Layout fixed(int dp, int tp, int pp, int zero, int mb, pipeline::Method s = pipeline::Method::one_f_one_b) {
+  Layout x;
+  x.dp = dp, x.tp = tp, x.pp = pp, x.zero = zero, x.microbatches = mb, x.schedule = s;
+  return x;
+}
+
+Layout predict(Options o, const Layout& x) {
+  o.fixed = true;
+  o.layout = x;
+  const Plan p = make_plan(o);
+  EXPECT_EQ(p.layouts.size(), 1u);
+  return p.layouts.empty() ? Layout{} : p.layouts.front();
+}
+
+}  // namespace
+
+TEST(Plan, OneLayerOnOneRankIsForwardPlusBackwardTimesBatch) {
+  Options o = base(1, 8);
+  o.layers = {dense(0.01, 1000)};
+  for (int mb : {1, 2, 8}) {
+    const Layout x = predict(o, fixed(1, 1, 1, 0, mb));
+    const std::string m = "m " + std::to_string(mb);
+    check_value(x.step, 3 * 0.01 * 8, "1 layer, 1 rank: step = (f + 2f) x batch, " + m, kRel);
+    check_value(x.compute, 3 * 0.01 * 8, "compute, " + m, kRel);
+    check_value(x.communication, 0, "communication, " + m);
+    check_value(x.bubble, 0, "bubble, " + m);
+  }
+  // flops instead of a measured time: f = flops / flops_per_rank.
+  o.layers = {dense(0, 1000)};
+  o.layers[0].forward_flops = 5e9;
+  check_value(predict(o, fixed(1, 1, 1, 0, 1)).step, 3 * 5e9 / 1e12 * 8, "f from flops", kRel);
+}
+
+TEST(Plan, PureDataParallelIsComputeOverNPlusRingAllreduce) {
+  const int n = 4, G = 8;
+  const double f = 0.002, P = 1e6, bw = 1e9, a = 1e-5;
+  Options o = base(n, G);
+  o.layers = {dense(f, P)};
+  const double compute = 3 * f * G / n;
+  const double grads = P * 2;  // grad_bytes 2
+  const double ring = 2.0 * (n - 1) / n * grads / bw + 2 * (n - 1) * a;
+  const Layout z0 = predict(o, fixed(n, 1, 1, 0, 1));
+  check_value(z0.step, compute + ring, "dp 4 ZeRO-0: 3fG/n + 2(n-1)/n bytes/bw + 2(n-1) latency", kRel);
+  check_value(z0.communication, ring, "dp 4 ZeRO-0: exposed communication", kRel);
+  check_value(z0.communication_bytes, 2.0 * (n - 1) / n * grads, "dp 4 ZeRO-0: bytes sent", kRel);
+  // ZeRO-1: reduce-scatter of the gradients + all-gather of the weights (2 bytes each): the same.
+  check_value(predict(o, fixed(n, 1, 1, 1, 1)).step, compute + ring, "dp 4 ZeRO-1 = ZeRO-0 in time", kRel);
+  // ZeRO-3, m micro-batches: every F and every B gathers the weights, the step reduce-scatters.
+  for (int m : {1, 2}) {
+    const double gather = (n - 1.0) / n * P * 2 / bw + (n - 1) * a;
+    const double rs = (n - 1.0) / n * grads / bw + (n - 1) * a;
+    check_value(predict(o, fixed(n, 1, 1, 3, m)).step, compute + 2 * m * gather + rs,
+                "dp 4 ZeRO-3, m " + std::to_string(m) + ": + 2m gathers + 1 reduce-scatter", kRel);
+  }
+}
+
+TEST(Plan, MemoryPerZeroStageHasClosedForms) {
+  const int n = 4, G = 8;
+  const double P = 1e6, act = 1000;
+  Options o = base(n, G);
+  o.layers = {dense(0.001, P, act)};
+  // 2 + 2 + 12 bytes per parameter; 1F1B on one pipeline rank holds one micro-batch of act bytes.
+  const double mbs = 2;  // G / dp = 2 samples, m = 1
+  const double want[4] = {P * 16, P * (2 + 2 + 12.0 / n), P * (2 + 14.0 / n), P * 16 / n + P * 2};
+  for (int z = 0; z <= 3; ++z) {
+    const Layout x = predict(o, fixed(n, 1, 1, z, 1));
+    check_value(x.static_bytes, want[z], "ZeRO-" + std::to_string(z) + " static bytes", kRel);
+    check_value(x.memory, want[z] + act * mbs, "ZeRO-" + std::to_string(z) + " memory per rank", kRel);
+  }
+}
+
+TEST(Plan, TensorParallelIsMegatronsFourAllreducesPerLayer) {
+  const int G = 4, m = 2;
+  const double f = 0.004, out = 1e6, bw = 1e9, a = 1e-5;
+  Options o = base(2, G);
+  o.layers = {dense(f, 1e3, 0, out)};
+  const double mbs = G / m;
+  // One all-reduce of out x mbs over 2 ranks: 2 (1/2) bytes / bw + 2 latencies; 2 in F, 2 in B.
+  const double ar = out * mbs / bw + 2 * a;
+  const Layout x = predict(o, fixed(1, 2, 1, 0, m));
+  check_value(x.step, 3 * f * G / 2 + m * 4 * ar, "tp 2: 3fG/2 + 4 all-reduces per micro-batch", kRel);
+  check_value(x.communication_bytes, m * 4 * out * mbs, "tp 2: bytes sent", kRel);
+  // A layer that is not splittable runs whole on both ranks and reduces nothing.
+  o.layers[0].tensor_parallel = false;
+  check_value(predict(o, fixed(1, 2, 1, 0, m)).step, 3 * f * G, "tp 2, not splittable: 3fG", kRel);
+}
+
+TEST(Plan, ExpertParallelIsFourAllToAllsPerMicrobatch) {
+  const int n = 4, G = 8;
+  const double f = 0.001, out = 4e5, bw = 1e9, a = 1e-5, P = 4e6;
+  Options o = base(n, G);
+  Layer moe = dense(f, P, 0, out);
+  moe.experts = 8;
+  moe.top_k = 2;
+  o.layers = {moe};
+  Layout shape = fixed(n, 1, 1, 0, 1);
+  shape.ep = n;
+  const Layout x = predict(o, shape);
+  const double B = G / n;  // samples per rank, one micro-batch
+  const double a2a = (n - 1) * a + (n - 1.0) / n * 2 * out * B / bw;  // top_k x out x B per rank
+  // Each expert has one copy (dp x tp / ep = 1): no data-parallel reduction.
+  check_value(x.step, 3 * f * B + 4 * a2a, "ep 4: 3fB + dispatch/combine in F and in B", kRel);
+  check_value(x.static_bytes, P / n * 16, "ep 4: a quarter of the experts' state per rank", kRel);
+}
+
+TEST(Plan, OneFOneBPipelineMatchesItsClosedForm) {
+  const int G = 8;
+  const double f = 0.003;
+  Options o = base(2, G);
+  o.cluster.intra_latency = 0;
+  o.layers = {dense(f, 10)};
+  o.layers[0].count = 2;  // one layer per stage, no boundary bytes
+  for (int m : {2, 4, 8}) {
+    const Layout x = predict(o, fixed(1, 1, 2, 0, m));
+    const double t = 3 * f * G / m;  // F + B of one micro-batch on one stage
+    check_value(x.step, (m + 1) * t, "pp 2 1F1B, m " + std::to_string(m) + ": (m + p - 1)(F + B)", kRel);
+    check_value(x.bubble, 1.0 / (m + 1), "pp 2 1F1B, m " + std::to_string(m) + ": bubble (p-1)/(m+p-1)", kRel);
+  }
+}
+
+TEST(Plan, StagesAreCutWhereTheWorkIsEven) {
+  // embedding (no work), 4 blocks of f, a head of 2f: by count, 6 copies split 3 | 3 would give
+  // stages of 2f and 4f; the even cut is embedding + 3 blocks | block + head = 3f | 3f, and a
+  // 1F1B pipeline of two equal stages takes (m + 1)(F + B) = (m + 1) x 3 x 3f x mbs.
+  const int G = 8;
+  const double f = 0.002;
+  Options o = base(2, G);
+  o.cluster.intra_latency = 0;
+  Layer block = dense(f, 10), head = dense(2 * f, 10), embed = dense(0, 10);
+  block.count = 4;
+  embed.forward_flops = 0;
+  o.layers = {embed, block, head};
+  for (int m : {2, 4}) {
+    const Layout x = predict(o, fixed(1, 1, 2, 0, m));
+    check_value(x.step, (m + 1) * 9 * f * G / m, "pp 2, m " + std::to_string(m) + ": two stages of 3f each", kRel);
+  }
+}
+
+TEST(Plan, MemoryCapRefusesWhatDoesNotFit) {
+  Options o = base(4, 8);
+  const double P = 1e6;
+  o.layers = {dense(0.001, P)};
+  o.cluster.memory = P * 16 - 1;  // ZeRO-0 and pure DP need P x 16 bytes
+  const Layout x = predict(o, fixed(4, 1, 1, 0, 1));
+  inject::check(!x.fits, "dp 4 ZeRO-0 needs 16 B/param: over the cap, fits = 0");
+  const Plan p = make_plan(o);
+  bool any_zero0_dp4 = false, all_fit = true;
+  for (const Layout& l : p.layouts) {
+    any_zero0_dp4 = any_zero0_dp4 || (l.dp == 4 && l.zero == 0);
+    all_fit = all_fit && l.fits && l.memory <= o.cluster.memory;
+  }
+  inject::check(!any_zero0_dp4 && all_fit && !p.layouts.empty(), "the search keeps only layouts under the cap");
+  o.cluster.memory = 1000;  // nothing fits
+  inject::check(make_plan(o).layouts.empty(), "nothing fits: no layout kept");
+  o.include_infeasible = true;
+  const Plan all = make_plan(o);
+  bool none_fit = !all.layouts.empty();
+  for (const Layout& l : all.layouts) none_fit = none_fit && !l.fits;
+  inject::check(none_fit, "include_infeasible lists them with fits = 0");
+}
+
+TEST(Plan, ObviousBestLayoutIsFound) {
+  // Compute-bound, (almost) free bandwidth, 1 us per message, plenty of memory: pure data
+  // parallelism pays 2(n-1) latencies once per step, tensor parallelism 4 all-reduces per layer
+  // and micro-batch, a pipeline its bubble; so dp = 4 must win, with ZeRO-2 (ZeRO 0-2 take the
+  // same time, ZeRO-2 the least memory; ZeRO-3 adds gathers).
+  Options o = base(4, 16);
+  o.cluster.intra_latency = 1e-6;
+  o.cluster.intra_bandwidth = 1e18;
+  o.layers = {dense(0.01, 1e6, 1e3, 1e3)};
+  o.layers[0].count = 8;
+  const Plan p = make_plan(o);
+  const Layout& b = p.layouts.front();
+  inject::check(b.dp == 4 && b.tp == 1 && b.pp == 1 && b.zero == 2,
+                "best of 4 ranks, compute-bound: dp 4 ZeRO-2 (got dp " + std::to_string(b.dp) + " tp " +
+                    std::to_string(b.tp) + " pp " + std::to_string(b.pp) + " zero " + std::to_string(b.zero) + ")");
+  check_value(b.step, 3 * 0.01 * 8 * 16 / 4 + 6e-6, "its step: 3 f L G / 4 + 2 (n - 1) latencies", 1e-9);
+}
+
+TEST(Plan, AmdahlSerialFractionFromTheBestLayout) {
+  const int n = 4, G = 8;
+  const double f = 0.002, P = 1e6, bw = 1e9, a = 1e-5;
+  Options o = base(n, G);
+  o.layers = {dense(f, P)};
+  o.fixed = true;
+  o.layout = fixed(n, 1, 1, 0, 1);
+  const Plan p = make_plan(o);
+  const Scaling s = scaling(p);
+  const double one = 3 * f * G;  // one rank: no communication at all
+  const double step = 3 * f * G / n + 2.0 * (n - 1) / n * P * 2 / bw + 2 * (n - 1) * a;
+  const double S = one / step, sf = (1 / S - 1.0 / n) / (1 - 1.0 / n);
+  check_value(s.one_rank, one, "one-rank step 3fG", kRel);
+  check_value(s.speedup, S, "speedup", kRel);
+  check_value(s.serial_fraction, sf, "serial fraction (1/S - 1/N)/(1 - 1/N)", 1e-9);
+  check_value(s.gustafson, n - sf * (n - 1), "Gustafson N - s(N - 1)", 1e-9);
+  inject::check(s.points.size() == 3 && s.points[0].ranks == 1 && s.points[2].ranks == 4, "points at 1, 2, 4 ranks");
+  check_value(s.points[1].amdahl, 1 / (sf + (1 - sf) / 2), "Amdahl at 2 ranks", 1e-9);
+}
+
+TEST(Plan, BadDescriptionsAreRefusedNamingTheField) {
+  auto refused = [](Options o, const std::string& needle, const std::string& what) {
+    try {
+      make_plan(o);
+      inject::check(false, what + ": accepted");
+    } catch (const Error& e) {
+      inject::check(e.status() == Status::invalid_argument && e.message().find(needle) != std::string::npos,
+                    what + ": message '" + e.message() + "' should name '" + needle + "'");
+    }
+  };
+  Options o = base(4, 8);
+  o.layers = {dense(0.001, 1e6)};
+  Options bad = o;
+  bad.layers[0].params = -1;
+  refused(bad, "layers[0].params", "negative params");
+  bad = o;
+  bad.cluster.memory = 0;
+  refused(bad, "memory_per_rank", "no memory");
+  bad = o;
+  bad.global_batch = 0;
+  refused(bad, "global_batch", "batch 0");
+  bad = o;
+  bad.fixed = true;
+  bad.layout = fixed(3, 1, 1, 0, 1);
+  refused(bad, "expected the 4 ranks", "dp 3 on 4 ranks");
+  bad.layout = fixed(4, 1, 1, 5, 1);
+  refused(bad, "zero_stage", "ZeRO 5");
+  bad.layout = fixed(2, 1, 2, 0, 1);
+  refused(bad, "pp 2 exceeds", "pp 2 with one layer");
+}
