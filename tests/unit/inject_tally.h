@@ -44,7 +44,10 @@ inline ::testing::Environment* register_report() { return ::testing::AddGlobalTe
 inline void check(bool ok, const std::string& what) {
   if (enabled()) {
     ++tally().injected;
-    if (ok) ++tally().caught;
+    if (ok)
+      ++tally().caught;
+    else  // the truth did not hold even uncorrupted: name it, or a failed report says nothing
+      std::printf("injection: not caught, the truth itself failed: %s\n", what.c_str());
     return;
   }
   EXPECT_TRUE(ok) << what;
