@@ -45,14 +45,49 @@ func DefaultPlanLayer(name string) PlanLayer {
 	return PlanLayer{Name: name, Count: 1, TopK: 1, TensorParallel: true}
 }
 
+// PlanCollectiveKind is weft_plan_collective_kind_t: the collectives a cluster may give measured
+// costs for.
+type PlanCollectiveKind int
+
+// The measured collective kinds.
+const (
+	PlanAllReduce PlanCollectiveKind = C.WEFT_PLAN_ALLREDUCE // a ring all-reduce: 2 (n - 1) steps
+	PlanAllToAll  PlanCollectiveKind = C.WEFT_PLAN_ALLTOALL  // an all-to-all: n - 1 steps
+)
+
+// String names the kind ("allreduce", "alltoall").
+func (k PlanCollectiveKind) String() string {
+	switch k {
+	case PlanAllReduce:
+		return "allreduce"
+	case PlanAllToAll:
+		return "alltoall"
+	}
+	return fmt.Sprintf("PlanCollectiveKind(%d)", int(k))
+}
+
+// PlanCollective is weft_plan_collective_t: one small collective of Kind over Ranks ranks of one
+// host (2 <= Ranks <= RanksPerHost, each kind and size at most once) took Seconds while every
+// rank of the host computed between calls (weft-bench --cluster-file measures them). Within a
+// host it replaces that kind's latency term (plan.h's cost model: the entry of the group's size,
+// else the per-step cost of the nearest smaller size, else of the nearest larger).
+type PlanCollective struct {
+	Kind    PlanCollectiveKind
+	Ranks   int
+	Seconds float64
+}
+
 // PlanCluster is the machines (weft_plan_cluster_t); bandwidths in bytes/s per rank, latencies in
-// seconds. DefaultPlanCluster is WEFT_PLAN_CLUSTER_INIT.
+// seconds. DefaultPlanCluster is WEFT_PLAN_CLUSTER_INIT. IntraCollectives (optional, nil = none)
+// are measured small collectives within a host; without them every collective's latency term
+// comes from IntraLatency.
 type PlanCluster struct {
 	Hosts, RanksPerHost          int
 	MemoryPerRank                float64 // bytes
 	FlopsPerRank                 float64 // needed when a layer gives flops only
 	IntraBandwidth, IntraLatency float64 // within a host
 	InterBandwidth, InterLatency float64 // between hosts (needed when Hosts > 1)
+	IntraCollectives             []PlanCollective
 }
 
 // DefaultPlanCluster returns WEFT_PLAN_CLUSTER_INIT (one host of one rank; set the memory and
@@ -188,7 +223,8 @@ func stageString(s *staging, str string) *C.char {
 }
 
 // stage builds the C config in C memory (cgo: C must not keep, nor be handed, Go pointers inside
-// a struct), with the layers, names, cluster, kinds and layout it points at.
+// a struct), with the layers, names, cluster (and its measured collectives), kinds and layout it
+// points at.
 func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t, error) {
 	var z C.weft_plan_config_t
 	c := (*C.weft_plan_config_t)(s.alloc(unsafe.Sizeof(z)))
@@ -248,6 +284,24 @@ func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t,
 		cl.memory_per_rank, cl.flops_per_rank = C.double(k.MemoryPerRank), C.double(k.FlopsPerRank)
 		cl.intra_bandwidth, cl.intra_latency = C.double(k.IntraBandwidth), C.double(k.IntraLatency)
 		cl.inter_bandwidth, cl.inter_latency = C.double(k.InterBandwidth), C.double(k.InterLatency)
+		if n := len(k.IntraCollectives); n > 0 {
+			// C memory, as the rest: the library reads it during weft_plan_create and keeps nothing.
+			var zm C.weft_plan_collective_t
+			ms := unsafe.Slice((*C.weft_plan_collective_t)(s.alloc(uintptr(n)*unsafe.Sizeof(zm))), n)
+			for i, m := range k.IntraCollectives {
+				if err := checkInt(int(m.Kind), fmt.Sprintf("PlanCluster.IntraCollectives[%d].Kind", i)); err != nil {
+					return nil, err
+				}
+				if err := checkInt(m.Ranks, fmt.Sprintf("PlanCluster.IntraCollectives[%d].Ranks", i)); err != nil {
+					return nil, err
+				}
+				ms[i] = zm
+				// An unknown kind goes through: the library refuses it, naming the entry.
+				ms[i].kind = C.weft_plan_collective_kind_t(m.Kind)
+				ms[i].ranks, ms[i].seconds = C.int(m.Ranks), C.double(m.Seconds)
+			}
+			cl.intra_collectives, cl.num_intra_collectives = &ms[0], C.size_t(n)
+		}
 		c.cluster = cl
 	}
 	c.global_batch, c.ranks = C.int(cfg.GlobalBatch), C.int(cfg.Ranks)

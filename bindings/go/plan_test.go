@@ -268,3 +268,105 @@ func TestPlanFilesAndErrors(t *testing.T) {
 	k.holds("closed plan", err != nil && strings.Contains(err.Error(), "closed"))
 	k.finish()
 }
+
+// TestPlanMeasuredCollectives: plan.h's measured collectives (the numbers of
+// tests/unit/test_plan.cpp's MeasuredCollectivesSetTheirLatencyTerm). Within a host a measured
+// entry replaces a collective's latency term: the entry for the group's size, else the per-step
+// cost of the nearest smaller size, else of the nearest larger (per step: seconds / 2 (n - 1) for
+// an all-reduce, / (n - 1) for an all-to-all).
+func TestPlanMeasuredCollectives(t *testing.T) {
+	k := newChecks(t, "plan measured collectives")
+	host := func(ranks int, measured ...PlanCollective) *PlanCluster {
+		c := DefaultPlanCluster()
+		c.RanksPerHost, c.MemoryPerRank, c.FlopsPerRank = ranks, 1e12, 1e12
+		c.IntraBandwidth, c.IntraLatency, c.IntraCollectives = 1e9, 1e-5, measured
+		return &c
+	}
+	step := func(cfg PlanConfig) (float64, error) {
+		p, err := NewLayoutPlan(&cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		l, err := p.Layout(0)
+		return l.StepSeconds, err
+	}
+	// tp 2 of a 2-rank host, fixed layout, m micro-batches of G / m samples: 3fG/2 compute and 4
+	// all-reduces of out x mbs per micro-batch, each (n-1)/n x 2 x bytes / bw = bytes / bw plus the
+	// latency term T: the measured all-reduce of 2 ranks, else 2 x intra_latency.
+	const g, m, f, out, bw, a = 4, 2, 0.004, 1e6, 1e9, 1e-5
+	mbs := float64(g / m)
+	bytes := out * mbs / bw
+	dense := DefaultPlanLayer("dense")
+	dense.Params, dense.ForwardSeconds, dense.OutputBytes = 1e3, f, out
+	tp := DefaultPlanLayout()
+	tp.TP, tp.Schedule, tp.Microbatches = 2, ScheduleOneFOneB, m
+	compute := 3 * f * g / 2.0
+	tpCase := func(what string, cl *PlanCluster, latency float64) {
+		got := planOK(step(PlanConfig{Layers: []PlanLayer{dense}, Cluster: cl, GlobalBatch: g, Layout: &tp}))
+		k.close(what, got, compute+m*4*(bytes+latency), planRel)
+	}
+	tpCase("tp 2, all-reduce of 2 measured at 70 us",
+		host(2, PlanCollective{PlanAllToAll, 2, 5e-4}, PlanCollective{PlanAllReduce, 2, 7e-5}), 7e-5)
+	tpCase("tp 2, only all-to-alls measured: 2 latencies", host(2, PlanCollective{PlanAllToAll, 2, 5e-4}), 2*a)
+	tpCase("tp 2, nothing measured: 2 latencies", host(2), 2*a)
+
+	// ep 4 on 4 of 8 ranks, 8 samples: 2 per rank, one micro-batch; 4 all-to-alls (dispatch and
+	// combine in F and B) of (n-1)/n x top_k x out x B bytes, each with n - 1 = 3 steps of latency.
+	const n, b = 4, 2.0
+	moe := DefaultPlanLayer("moe")
+	moe.Experts, moe.TopK, moe.Params, moe.ForwardSeconds, moe.OutputBytes = 8, 2, 4e6, 0.001, 4e5
+	moved := (n - 1.0) / n * 2 * 4e5 * b / bw
+	ep := DefaultPlanLayout()
+	ep.DP, ep.EP, ep.Schedule, ep.Microbatches = n, n, ScheduleOneFOneB, 1
+	for _, c := range []struct {
+		what    string
+		table   []PlanCollective
+		latency float64
+	}{
+		{"ep 4: per step of the 2-rank entry",
+			[]PlanCollective{{PlanAllToAll, 2, 3e-5}, {PlanAllToAll, 8, 7e-4}, {PlanAllReduce, 4, 1.0}}, 3 * 3e-5},
+		{"ep 4: per step of the 8-rank entry", []PlanCollective{{PlanAllToAll, 8, 7e-4}}, 3 * 1e-4},
+		{"ep 4: the 4-rank entry itself", []PlanCollective{{PlanAllToAll, 4, 2e-4}, {PlanAllToAll, 2, 1.0}}, 2e-4},
+	} {
+		got := planOK(step(PlanConfig{Layers: []PlanLayer{moe}, Cluster: host(8, c.table...), GlobalBatch: 8, Ranks: n,
+			Layout: &ep}))
+		k.close(c.what, got, 3*0.001*b+4*(c.latency+moved), planRel)
+	}
+
+	// The cluster file's intra_allreduce key gives the same closed form.
+	dir := t.TempDir()
+	mf, cf := filepath.Join(dir, "model.txt"), filepath.Join(dir, "cluster.txt")
+	if err := os.WriteFile(mf, []byte("layer name=dense params=1e3 fwd=0.004 out=1e6\ntrain global_batch=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cf, []byte("cluster ranks_per_host=2 memory=1e12 flops=1e12 intra_bw=1e9 intra_lat=1e-5\n"+
+		"cluster intra_allreduce=2:7e-5 intra_alltoall=2:5e-4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadLayoutPlan(mf, cf, &PlanConfig{Layout: &tp})
+	if err != nil {
+		t.Fatalf("LoadLayoutPlan: %v", err)
+	}
+	defer loaded.Close()
+	k.close("file: intra_allreduce=2:7e-5", planOK(loaded.Layout(0)).StepSeconds, compute+m*4*(bytes+7e-5), planRel)
+
+	// Refused, naming the entry: a group larger than a host; an unknown kind (by the library).
+	_, err = step(PlanConfig{Layers: []PlanLayer{dense}, Cluster: host(2, PlanCollective{PlanAllReduce, 8, 1e-6}),
+		GlobalBatch: g, Layout: &tp})
+	k.holds("a group larger than a host is ErrInvalidArgument", errors.Is(err, ErrInvalidArgument))
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	k.contains("a group larger than a host", msg, "intra_collectives[0].ranks")
+	_, err = step(PlanConfig{Layers: []PlanLayer{dense}, Cluster: host(2, PlanCollective{PlanCollectiveKind(7), 2, 1e-6}),
+		GlobalBatch: g, Layout: &tp})
+	msg = ""
+	if err != nil {
+		msg = err.Error()
+	}
+	k.contains("an unknown kind", msg, "intra_collectives[0].kind")
+	k.text("kind names", PlanAllReduce.String()+" "+PlanAllToAll.String(), "allreduce alltoall")
+	k.finish()
+}

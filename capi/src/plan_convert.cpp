@@ -103,6 +103,14 @@ plan::Cluster plan_cluster(const weft_plan_cluster_t* given) {
   k.intra_latency = c.intra_latency;
   k.inter_bandwidth = c.inter_bandwidth;
   k.inter_latency = c.inter_latency;
+  if (c.num_intra_collectives > 0 && !c.intra_collectives) {
+    fail(Status::invalid_argument, "config->cluster->intra_collectives is NULL with num_intra_collectives = %zu",
+         c.num_intra_collectives);
+  }
+  for (size_t i = 0; i < c.num_intra_collectives; ++i) {
+    const weft_plan_collective_t& m = c.intra_collectives[i];
+    k.intra_collectives.push_back({static_cast<plan::Collective>(enum_bits(m.kind)), m.ranks, m.seconds});  // checked() judges the kind
+  }
   return k;
 }
 

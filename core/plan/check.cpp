@@ -41,6 +41,24 @@ Options checked(Options o) {
   if (c.hosts > 1) positive(c.inter_bandwidth, "cluster.inter_bandwidth (hosts > 1)");
   else finite(c.inter_bandwidth, "cluster.inter_bandwidth");
   if (o.cluster.inter_bandwidth == 0) o.cluster.inter_bandwidth = c.intra_bandwidth;  // one host: never used
+  for (size_t i = 0; i < c.intra_collectives.size(); ++i) {
+    const MeasuredCollective& m = c.intra_collectives[i];
+    if (m.kind != Collective::allreduce && m.kind != Collective::alltoall) {
+      fail(Status::invalid_argument, "%s = %d; expected WEFT_PLAN_ALLREDUCE or WEFT_PLAN_ALLTOALL",
+           at("cluster.intra_collectives", i, "kind").c_str(), static_cast<int>(m.kind));
+    }
+    if (m.ranks < 2 || m.ranks > c.ranks_per_host) {
+      fail(Status::invalid_argument, "%s = %d; expected 2..ranks_per_host (%d)",
+           at("cluster.intra_collectives", i, "ranks").c_str(), m.ranks, c.ranks_per_host);
+    }
+    finite(m.seconds, at("cluster.intra_collectives", i, "seconds"));
+    for (size_t j = 0; j < i; ++j) {
+      if (c.intra_collectives[j].kind == m.kind && c.intra_collectives[j].ranks == m.ranks) {
+        fail(Status::invalid_argument, "%s: kind %d over %d ranks again (entry %zu has it); expected each once",
+             at("cluster.intra_collectives", i, "ranks").c_str(), static_cast<int>(m.kind), m.ranks, j);
+      }
+    }
+  }
 
   if (o.layers.empty()) fail(Status::invalid_argument, "layers: none; expected at least one layer");
   long long copies = 0;

@@ -8,25 +8,53 @@
 namespace weft::plan {
 
 Link link_for(const Cluster& c, long long span) {
-  if (span <= c.ranks_per_host && c.ranks_per_host % span == 0) return {c.intra_latency, c.intra_bandwidth};
-  return {c.inter_latency, c.inter_bandwidth};
+  if (span <= c.ranks_per_host && c.ranks_per_host % span == 0) {
+    return {c.intra_latency, c.intra_bandwidth, c.intra_collectives.empty() ? nullptr : &c.intra_collectives};
+  }
+  return {c.inter_latency, c.inter_bandwidth, nullptr};
+}
+
+namespace {
+
+double ring_steps(Collective kind, int n) { return kind == Collective::allreduce ? 2.0 * (n - 1) : n - 1.0; }
+
+}  // namespace
+
+double latency_term(const Link& l, Collective kind, int n, double steps) {
+  if (!l.measured) return steps * l.latency;
+  // The entry for n; else the largest size below n; else the smallest above it.
+  const MeasuredCollective* pick = nullptr;
+  auto better = [n](const MeasuredCollective& a, const MeasuredCollective* b) {
+    if (!b) return true;
+    if ((a.ranks <= n) != (b->ranks <= n)) return a.ranks <= n;
+    return a.ranks <= n ? a.ranks > b->ranks : a.ranks < b->ranks;
+  };
+  for (const MeasuredCollective& m : *l.measured) {
+    if (m.kind == kind && better(m, pick)) pick = &m;
+  }
+  if (!pick) return steps * l.latency;
+  return pick->seconds / ring_steps(kind, pick->ranks) * steps;
 }
 
 Cost ring_allreduce(int n, double bytes, const Link& l) {
   if (n <= 1 || bytes <= 0) return {};
   const double sent = 2.0 * (n - 1) / n * bytes;
-  return {2.0 * (n - 1) * l.latency + sent / l.bandwidth, sent};
+  return {latency_term(l, Collective::allreduce, n, 2.0 * (n - 1)) + sent / l.bandwidth, sent};
 }
 
 Cost ring_allgather(int n, double bytes, const Link& l) {
   if (n <= 1 || bytes <= 0) return {};
   const double sent = static_cast<double>(n - 1) / n * bytes;
-  return {(n - 1) * l.latency + sent / l.bandwidth, sent};
+  return {latency_term(l, Collective::allreduce, n, n - 1.0) + sent / l.bandwidth, sent};
 }
 
 Cost reduce_scatter(int n, double bytes, const Link& l) { return ring_allgather(n, bytes, l); }
 
-Cost all_to_all(int n, double bytes_out, const Link& l) { return ring_allgather(n, bytes_out, l); }
+Cost all_to_all(int n, double bytes_out, const Link& l) {
+  if (n <= 1 || bytes_out <= 0) return {};
+  const double sent = static_cast<double>(n - 1) / n * bytes_out;
+  return {latency_term(l, Collective::alltoall, n, n - 1.0) + sent / l.bandwidth, sent};
+}
 
 Pricer::Pricer(const Options& o) : o_(o) {
   for (size_t k = 0; k < o.layers.size(); ++k) copies_.insert(copies_.end(), static_cast<size_t>(o.layers[k].count), static_cast<int>(k));

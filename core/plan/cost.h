@@ -15,11 +15,18 @@
 
 namespace weft::plan {
 
-// A message of b bytes over a link costs latency + b / bandwidth.
+// A message of b bytes over a link costs latency + b / bandwidth. A host's link may also carry
+// the cluster's measured collectives, which then set the collectives' latency terms.
 struct Link {
   double latency = 0, bandwidth = 0;
+  const std::vector<MeasuredCollective>* measured = nullptr;
   double time(double bytes) const { return latency + bytes / bandwidth; }
 };
+
+// The latency term of a collective of `kind` over n ranks that takes `steps` ring steps: steps x
+// the link's latency, or from the link's measured collectives of that kind (weft/plan.h: the
+// entry for n, else the per-step cost of the nearest smaller size, else of the nearest larger).
+double latency_term(const Link& l, Collective kind, int n, double steps);
 
 // The link a group of ranks uses: ranks are numbered tp innermost, then cp, dp, pp, so a group
 // whose members lie within `span` consecutive ranks stays in one host when span divides
@@ -36,9 +43,9 @@ struct Cost {
   }
 };
 Cost ring_allreduce(int n, double bytes, const Link& l);      // 2(n-1)/n bytes, 2(n-1) latencies
-Cost ring_allgather(int n, double bytes, const Link& l);      // (n-1)/n bytes, n-1 latencies
+Cost ring_allgather(int n, double bytes, const Link& l);      // (n-1)/n bytes, n-1 latencies (half an all-reduce's)
 Cost reduce_scatter(int n, double bytes, const Link& l);      // as all-gather
-Cost all_to_all(int n, double bytes_out, const Link& l);      // (n-1)/n of bytes_out, n-1 latencies
+Cost all_to_all(int n, double bytes_out, const Link& l);      // (n-1)/n of bytes_out, n-1 all-to-all latencies
 
 // Per stage (one entry each) of a layout with S stages and micro-batches of `mbs` samples.
 struct StagePrices {

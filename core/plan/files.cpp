@@ -74,6 +74,33 @@ struct Reader {
     return v;
   }
 
+  // "N:S,N:S,...": measured collectives of `kind`, group size N >= 2 (each once) : seconds S.
+  void collectives(const std::string& key, const std::string& value, Collective kind,
+                   std::vector<MeasuredCollective>* out) const {
+    std::set<int> sizes;
+    std::istringstream items(value);
+    std::string item;
+    bool any = false;
+    while (std::getline(items, item, ',')) {
+      any = true;
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos) {
+        fail(Status::invalid_argument, "%s:%d: key '%s': '%s' is not RANKS:SECONDS", path.c_str(), line, key.c_str(),
+             item.c_str());
+      }
+      MeasuredCollective m;
+      m.kind = kind;
+      m.ranks = integer(key, item.substr(0, colon));
+      m.seconds = number(key, item.substr(colon + 1));
+      if (m.ranks < 2 || !sizes.insert(m.ranks).second) {
+        fail(Status::invalid_argument, "%s:%d: key '%s': group size %d; expected sizes >= 2, each once", path.c_str(),
+             line, key.c_str(), m.ranks);
+      }
+      out->push_back(m);
+    }
+    if (!any) fail(Status::invalid_argument, "%s:%d: key '%s' is empty; expected RANKS:SECONDS,...", path.c_str(), line, key.c_str());
+  }
+
   int integer(const std::string& key, const std::string& value) const {
     const double v = number(key, value);
     if (v != std::floor(v) || v > kMaxInt) {
@@ -182,8 +209,12 @@ Cluster parse_cluster(const std::string& text, const std::string& path) {
            l.word.c_str());
     }
     const Reader r{path, l.number};
-    apply(l, path, seen, "hosts ranks_per_host memory flops intra_bw intra_lat inter_bw inter_lat",
+    apply(l, path, seen, "hosts ranks_per_host memory flops intra_bw intra_lat inter_bw inter_lat intra_allreduce intra_alltoall",
           [&](const std::string& k, const std::string& v) {
+            if (k == "intra_allreduce" || k == "intra_alltoall") {
+              r.collectives(k, v, k == "intra_allreduce" ? Collective::allreduce : Collective::alltoall, &c.intra_collectives);
+              return true;
+            }
             if (k == "hosts") c.hosts = r.integer(k, v);
             else if (k == "ranks_per_host") c.ranks_per_host = r.integer(k, v);
             else if (k == "memory") c.memory = r.number(k, v);

@@ -23,10 +23,19 @@ struct Layer {
   double activation_bytes = 0, output_bytes = 0, context_bytes = 0;
 };
 
+// A small collective measured within one host while every rank computed (weft_plan_collective_t).
+enum class Collective { allreduce = 0, alltoall = 1 };
+struct MeasuredCollective {
+  Collective kind = Collective::allreduce;
+  int ranks = 0;
+  double seconds = 0;
+};
+
 struct Cluster {
   int hosts = 1, ranks_per_host = 1;
   double memory = 0, flops = 0;
   double intra_bandwidth = 0, intra_latency = 0, inter_bandwidth = 0, inter_latency = 0;
+  std::vector<MeasuredCollective> intra_collectives;  // empty = priced from intra_latency
 };
 
 // A layout and what it is predicted to cost (weft_plan_layout_t's fields).

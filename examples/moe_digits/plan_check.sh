@@ -47,6 +47,10 @@ def mismatches(table):
                 bad.append(f"layer {r} {k}={layers[r][k]}, expected > 0")
     if cluster.get("ranks_per_host") != "2" or not float(cluster["intra_lat"]) > 0 or not float(cluster["intra_bw"]) > 0:
         bad.append(f"cluster line {cluster}: expected ranks_per_host=2 and a positive intra_lat and intra_bw")
+    for key in ("intra_allreduce", "intra_alltoall"):  # 2 ranks per host: one group size, 2
+        sizes = cluster.get(key, "").split(":")
+        if len(sizes) != 2 or sizes[0] != "2" or not float(sizes[1]) >= 0:
+            bad.append(f"cluster {key}={cluster.get(key)}: expected 2:SECONDS (the busy probe's group of 2)")
     lay = json.load(open(f"{out}/plan.json"))["layouts"][0]
     if not (lay["dp"] == 2 and lay["fits"] and lay["step_seconds"] > 0):
         bad.append(f"weft-plan's layout {lay}: expected dp 2, fits, a positive step")

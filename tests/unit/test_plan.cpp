@@ -148,6 +148,42 @@ TEST(Plan, ExpertParallelIsFourAllToAllsPerMicrobatch) {
   check_value(x.static_bytes, P / n * 16, "ep 4: a quarter of the experts' state per rank", kRel);
 }
 
+TEST(Plan, MeasuredCollectivesSetTheirLatencyTerm) {
+  // weft/plan.h: a measured entry replaces a host collective's latency term: the entry for the
+  // group's size, else the per-step cost of the nearest smaller size, else of the nearest larger
+  // (per step: seconds / 2 (n - 1) for an all-reduce, / (n - 1) for an all-to-all).
+  const int G = 4, m = 2;
+  const double f = 0.004, out = 1e6, bw = 1e9, a = 1e-5;
+  Options o = base(2, G);
+  o.layers = {dense(f, 1e3, 0, out)};
+  const double mbs = G / m, bytes = out * mbs / bw;
+  o.cluster.intra_collectives = {{Collective::alltoall, 2, 5e-4}, {Collective::allreduce, 2, 7e-5}};
+  check_value(predict(o, fixed(1, 2, 1, 0, m)).step, 3 * f * G / 2 + m * 4 * (bytes + 7e-5),
+              "tp 2, all-reduce of 2 measured at 70 us", kRel);
+  o.cluster.intra_collectives = {{Collective::alltoall, 2, 5e-4}};
+  check_value(predict(o, fixed(1, 2, 1, 0, m)).step, 3 * f * G / 2 + m * 4 * (bytes + 2 * a),
+              "tp 2, only all-to-alls measured: the link's 2 latencies", kRel);
+
+  const int n = 4, B = 2;  // ep 4 on 4 of 8 ranks, 8 samples: 2 per rank, one micro-batch
+  const double P = 4e6;
+  Options e = base(8, 8);
+  e.ranks = n;
+  Layer moe = dense(0.001, P, 0, 4e5);
+  moe.experts = 8;
+  moe.top_k = 2;
+  e.layers = {moe};
+  Layout shape = fixed(n, 1, 1, 0, 1);
+  shape.ep = n;
+  const double moved = (n - 1.0) / n * 2 * 4e5 * B / bw;
+  e.cluster.intra_collectives = {{Collective::alltoall, 2, 3e-5}, {Collective::alltoall, 8, 7e-4},
+                                 {Collective::allreduce, 4, 1.0}};
+  check_value(predict(e, shape).step, 3 * 0.001 * B + 4 * (3 * 3e-5 + moved), "ep 4: per step of the 2-rank entry", kRel);
+  e.cluster.intra_collectives = {{Collective::alltoall, 8, 7e-4}};
+  check_value(predict(e, shape).step, 3 * 0.001 * B + 4 * (3 * 1e-4 + moved), "ep 4: per step of the 8-rank entry", kRel);
+  e.cluster.intra_collectives = {{Collective::alltoall, 4, 2e-4}, {Collective::alltoall, 2, 1.0}};
+  check_value(predict(e, shape).step, 3 * 0.001 * B + 4 * (2e-4 + moved), "ep 4: the 4-rank entry itself", kRel);
+}
+
 TEST(Plan, OneFOneBPipelineMatchesItsClosedForm) {
   const int G = 8;
   const double f = 0.003;
@@ -271,4 +307,15 @@ TEST(Plan, BadDescriptionsAreRefusedNamingTheField) {
   refused(bad, "zero_stage", "ZeRO 5");
   bad.layout = fixed(2, 1, 2, 0, 1);
   refused(bad, "pp 2 exceeds", "pp 2 with one layer");
+  bad = o;
+  bad.cluster.intra_collectives = {{Collective::allreduce, 1, 1e-6}};
+  refused(bad, "intra_collectives[0].ranks", "a measured collective of 1 rank");
+  bad.cluster.intra_collectives = {{Collective::allreduce, 8, 1e-6}};
+  refused(bad, "intra_collectives[0].ranks", "a measured collective larger than a host");
+  bad.cluster.intra_collectives = {{Collective::alltoall, 2, 1e-6}, {Collective::alltoall, 2, 2e-6}};
+  refused(bad, "intra_collectives[1].ranks", "a size measured twice");
+  bad.cluster.intra_collectives = {{Collective::alltoall, 2, -1e-6}};
+  refused(bad, "intra_collectives[0].seconds", "negative seconds");
+  bad.cluster.intra_collectives = {{static_cast<Collective>(7), 2, 1e-6}};
+  refused(bad, "intra_collectives[0].kind", "an unknown kind");
 }

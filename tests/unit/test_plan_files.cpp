@@ -31,7 +31,8 @@ const char* const kModel =
 
 const char* const kCluster =
     "cluster hosts=2 ranks_per_host=4 memory=1e9 flops=1e12\n"
-    "cluster intra_bw=1e10 intra_lat=1e-6 inter_bw=1e9 inter_lat=1e-5\n";
+    "cluster intra_bw=1e10 intra_lat=1e-6 inter_bw=1e9 inter_lat=1e-5\n"
+    "cluster intra_allreduce=2:3e-6,4:2e-5 intra_alltoall=4:7e-6\n";
 
 // Refused with invalid_argument and a message that holds every needle.
 void refused(const std::function<void()>& f, std::initializer_list<std::string> needles, const std::string& what) {
@@ -70,6 +71,14 @@ TEST(PlanFiles, ValuesAreReadAsWritten) {
   check_value(c.ranks_per_host, 4, "ranks_per_host");
   check_value(c.memory, 1e9, "memory");
   check_value(c.inter_latency, 1e-5, "inter_lat (second line)");
+  inject::check(c.intra_collectives.size() == 3, "three measured collectives");
+  if (c.intra_collectives.size() == 3) {
+    inject::check(c.intra_collectives[0].kind == Collective::allreduce && c.intra_collectives[2].kind == Collective::alltoall,
+                  "kinds in file order");
+    check_value(c.intra_collectives[1].ranks, 4, "intra_allreduce's second size");
+    check_value(c.intra_collectives[1].seconds, 2e-5, "intra_allreduce's second seconds");
+    check_value(c.intra_collectives[2].seconds, 7e-6, "intra_alltoall's seconds");
+  }
 }
 
 TEST(PlanFiles, MalformedLinesNameFileLineAndKey) {
@@ -95,6 +104,13 @@ TEST(PlanFiles, MalformedLinesNameFileLineAndKey) {
           "two hosts, no inter_bw");
   refused(cluster("cluster ranks_per_host=4 memory=1\ncluster memory=2 intra_bw=1\n"), {"c.cluster:2", "'memory'", "twice"},
           "key set on two lines");
+  const std::string base = "cluster ranks_per_host=4 memory=1 intra_bw=1 ";
+  refused(cluster(base + "intra_allreduce=2\n"), {"c.cluster:1", "'intra_allreduce'", "RANKS:SECONDS"}, "no colon");
+  refused(cluster(base + "intra_alltoall=2:1e-6,2:2e-6\n"), {"c.cluster:1", "'intra_alltoall'", "each once"}, "size twice");
+  refused(cluster(base + "intra_alltoall=1:1e-6\n"), {"c.cluster:1", "'intra_alltoall'", ">= 2"}, "size 1");
+  refused(cluster(base + "intra_allreduce=2:x\n"), {"c.cluster:1", "'intra_allreduce'", "'x'"}, "bad seconds");
+  refused(cluster(base + "intra_allreduce=2.5:1\n"), {"c.cluster:1", "'intra_allreduce'", "2.5"}, "fractional size");
+  refused(cluster(base + "intra_allreduce=\n"), {"c.cluster:1", "'intra_allreduce'", "empty"}, "empty list");
 }
 
 TEST(PlanFiles, LoadThroughTheAbiMatchesTheCoreAndKeepsItsPromises) {
@@ -188,4 +204,55 @@ TEST(PlanFiles, SearchAndScalingThroughTheAbi) {
   check_value(s.serial_fraction, (1 / s.speedup - 1.0 / 8) / (1 - 1.0 / 8), "s from the speedup", 1e-12);
   check_value(pts[3].strong_seconds, s.step_seconds, "the last strong point is the plan's best", 1e-12);
   ASSERT_EQ(weft_plan_destroy(plan), WEFT_OK);
+}
+
+TEST(PlanFiles, CreateThroughTheAbiCarriesTheMeasuredCollectives) {
+  // kCluster's description as a struct (its measured collectives as an array) and one MoE
+  // layer: weft_plan_create must predict what weft_plan_load predicts from the files.
+  const weft_plan_collective_t measured[] = {
+      {WEFT_PLAN_ALLREDUCE, 2, 3e-6}, {WEFT_PLAN_ALLREDUCE, 4, 2e-5}, {WEFT_PLAN_ALLTOALL, 4, 7e-6}};
+  weft_plan_cluster_t cluster = WEFT_PLAN_CLUSTER_INIT;
+  cluster.hosts = 2, cluster.ranks_per_host = 4, cluster.memory_per_rank = 1e9, cluster.flops_per_rank = 1e12;
+  cluster.intra_bandwidth = 1e10, cluster.intra_latency = 1e-6, cluster.inter_bandwidth = 1e9;
+  cluster.inter_latency = 1e-5;
+  cluster.intra_collectives = measured;
+  cluster.num_intra_collectives = 3;
+  weft_plan_layer_t layer = {"moe", 2, 8, 2, 0, 8000, 0, 0.02, 0, 0, 8, 0};
+  weft_plan_layout_t fixed = WEFT_PLAN_LAYOUT_INIT;
+  fixed.dp = 2, fixed.tp = 4, fixed.ep = 4, fixed.schedule = WEFT_SCHEDULE_ONE_F_ONE_B, fixed.microbatches = 1;
+  weft_plan_config_t config = WEFT_PLAN_CONFIG_INIT;
+  config.layers = &layer, config.num_layers = 1, config.cluster = &cluster, config.global_batch = 16;
+  config.layout = &fixed;
+  weft_plan_t plan = nullptr;
+  ASSERT_EQ(weft_plan_create(&config, &plan), WEFT_OK) << weft_last_error();
+  weft_plan_layout_t got = WEFT_PLAN_LAYOUT_INIT;
+  ASSERT_EQ(weft_plan_layout(plan, 0, &got), WEFT_OK) << weft_last_error();
+  ASSERT_EQ(weft_plan_destroy(plan), WEFT_OK);
+  const std::string mp = write_temp("plan_test3.model", "layer name=moe count=2 params=8000 fwd=0.02 experts=8 topk=2 tp=0 out=8\n");
+  const std::string cp = write_temp("plan_test3.cluster", kCluster);
+  config.global_batch = 16;
+  ASSERT_EQ(weft_plan_load(mp.c_str(), cp.c_str(), &config, &plan), WEFT_OK) << weft_last_error();
+  weft_plan_layout_t from_files = WEFT_PLAN_LAYOUT_INIT;
+  ASSERT_EQ(weft_plan_layout(plan, 0, &from_files), WEFT_OK) << weft_last_error();
+  ASSERT_EQ(weft_plan_destroy(plan), WEFT_OK);
+  check_value(got.step_seconds, from_files.step_seconds, "create's step = load's step", 1e-12);
+  // Without the table the all-to-alls cost the link's latencies: a different step.
+  cluster.num_intra_collectives = 0;
+  ASSERT_EQ(weft_plan_create(&config, &plan), WEFT_OK) << weft_last_error();
+  weft_plan_layout_t plain = WEFT_PLAN_LAYOUT_INIT;
+  ASSERT_EQ(weft_plan_layout(plan, 0, &plain), WEFT_OK) << weft_last_error();
+  ASSERT_EQ(weft_plan_destroy(plan), WEFT_OK);
+  inject::check(plain.step_seconds != got.step_seconds, "the measured collectives reached the prediction");
+  cluster.num_intra_collectives = 2;
+  cluster.intra_collectives = nullptr;
+  inject::check(weft_plan_create(&config, &plan) == WEFT_ERR_INVALID_ARGUMENT &&
+                    std::string(weft_last_error()).find("intra_collectives is NULL") != std::string::npos,
+                std::string("NULL entries with a count: ") + weft_last_error());
+  cluster.intra_collectives = measured;
+  const weft_plan_collective_t too_big[] = {{WEFT_PLAN_ALLTOALL, 5, 1e-6}};
+  cluster.intra_collectives = too_big;
+  cluster.num_intra_collectives = 1;
+  inject::check(weft_plan_create(&config, &plan) == WEFT_ERR_INVALID_ARGUMENT &&
+                    std::string(weft_last_error()).find("intra_collectives[0].ranks") != std::string::npos,
+                std::string("a group larger than a host: ") + weft_last_error());
 }

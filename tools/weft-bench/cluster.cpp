@@ -146,25 +146,39 @@ std::vector<std::string> file_lines(const ClusterOptions& o, const Topology& top
   const LinkResult& e = inter.rings > 0 ? inter : intra;
   // weft-plan prices a small ring all-reduce of n ranks as 2 (n - 1) latencies. Between compute
   // bursts it costs what the busy probe measured, which with ranks outnumbering cores is mostly
-  // waiting for descheduled ranks: the latency stated is the larger of the ping-pong's and the
-  // one at which weft-plan's price of that all-reduce equals the measured cost.
+  // waiting for descheduled ranks: the latency stated (which also prices the pipeline's
+  // transfers) is the larger of the ping-pong's and the one at which weft-plan's price of the
+  // host-wide all-reduce equals the measured cost. The collectives themselves get the measured
+  // costs per kind and group size (intra_allreduce, intra_alltoall; weft/plan.h).
   double intra_lat = a.small_s;
-  if (busy.ranks > 1 && intra.rings > 0) {
-    const double busy_lat = busy.per_collective / (2.0 * (busy.ranks - 1));
+  std::string measured;
+  if (!busy.costs.empty() && intra.rings > 0) {
     std::snprintf(b, sizeof b,
-                  "# busy all-reduce: 8 bytes over a host's %d ranks between %.0f-us compute bursts (every rank"
-                  " computing) adds %.1f us per collective = 2 (n - 1) x %.2f us",
-                  busy.ranks, 1e6 * busy.burst, 1e6 * busy.per_collective, 1e6 * busy_lat);
+                  "# busy collectives: groups of g consecutive ranks of a host, all at once, every rank computing"
+                  " %.0f-us bursts between 8-byte collectives; seconds added per collective:",
+                  1e6 * busy.burst);
     out.push_back(b);
-    out.push_back("# intra_lat = the larger of the ping-pong's and the busy all-reduce's per-step latency");
-    intra_lat = std::max(intra_lat, busy_lat);
+    for (const bool alltoall : {false, true}) {
+      std::string list;
+      for (const BusyCollective& m : busy.costs) {
+        if (m.alltoall != alltoall) continue;
+        std::snprintf(b, sizeof b, "%s%d:%.4g", list.empty() ? "" : ",", m.ranks, m.seconds);
+        list += b;
+        std::snprintf(b, sizeof b, "#   %s over %d ranks: %.1f us", alltoall ? "all-to-all" : "all-reduce", m.ranks,
+                      1e6 * m.seconds);
+        out.push_back(b);
+        if (!alltoall && m.ranks == busy.ranks) intra_lat = std::max(intra_lat, m.seconds / (2.0 * (m.ranks - 1)));
+      }
+      measured += std::string(alltoall ? " intra_alltoall=" : " intra_allreduce=") + list;
+    }
+    out.push_back("# intra_lat = the larger of the ping-pong's and the host-wide busy all-reduce's per-step latency");
   }
   const double inter_lat = inter.rings > 0 ? e.small_s : intra_lat;
   std::snprintf(b, sizeof b,
                 "cluster hosts=%d ranks_per_host=%d memory=%.0f flops=%.4g intra_bw=%.4g intra_lat=%.4g"
                 " inter_bw=%.4g inter_lat=%.4g",
                 topo.hosts, topo.ranks_per_host, memory, flops, a.bandwidth, intra_lat, e.bandwidth, inter_lat);
-  out.push_back(b);
+  out.push_back(b + measured);
   return out;
 }
 
@@ -189,7 +203,7 @@ int measure_and_write(weft_comm_t comm, const ClusterOptions& o) {
   }
   const LinkResult intra = measure_links(comm, topo, LinkKind::intra, o.pattern, o.large, o.seconds);
   const LinkResult inter = measure_links(comm, topo, LinkKind::inter, o.pattern, o.large, o.seconds);
-  const BusyResult busy = measure_busy_allreduce(comm, topo);
+  const BusyResult busy = measure_busy_collectives(comm, topo);
   double spread = 0;
   const double flops = o.flops > 0 ? o.flops : measure_flops(comm, &spread);
   double memory = o.memory;

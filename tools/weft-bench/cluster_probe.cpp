@@ -269,23 +269,16 @@ double measure_flops(weft_comm_t comm, double* spread) {
   return med;
 }
 
-BusyResult measure_busy_allreduce(weft_comm_t comm, const Topology& topo) {
-  BusyResult res;
-  int rank = 0;
-  check(weft_comm_rank(comm, &rank), "weft_comm_rank");
-  int color = 0;
-  for (size_t g = 0; g < topo.groups.size(); ++g)
-    if (std::find(topo.groups[g].begin(), topo.groups[g].end(), rank) != topo.groups[g].end()) color = static_cast<int>(g);
-  weft_comm_t host = nullptr;
-  check(weft_comm_split(comm, color, rank, &host, nullptr), "weft_comm_split(host)");
-  int n = 0;
-  check(weft_comm_size(host, &n), "weft_comm_size");
-  res.ranks = topo.ranks_per_host;
+namespace {
+
+// One (kind, group size) of measure_busy_collectives: every rank's median extra seconds per
+// collective and burst seconds, gathered; the medians over the ranks.
+BusyCollective time_busy(weft_comm_t comm, weft_comm_t group, bool alltoall, int g, double* burst) {
   constexpr size_t kN = 48;  // one burst: a 48x48x48 product, ~0.2 ms with 8 ranks on 2 cores
   constexpr int kIters = 100, kBatches = 5;
   std::vector<float> x(kN * kN, 0.5f), w(kN * kN, 0.25f), y(kN * kN);
   volatile float sink = 0.0f;
-  double in = 1.0, out = 0.0;
+  std::vector<double> in(static_cast<size_t>(g), 1.0), out(static_cast<size_t>(g), 0.0);
   auto batch = [&](bool with_collective) {
     check(weft_barrier(comm, nullptr, nullptr), "weft_barrier");
     const Clock::time_point t0 = Clock::now();
@@ -293,7 +286,11 @@ BusyResult measure_busy_allreduce(weft_comm_t comm, const Topology& topo) {
       x[static_cast<size_t>(i) % (kN * kN)] += 1.0f;
       product(x.data(), w.data(), y.data(), kN);
       sink = sink + y[static_cast<size_t>(i) % (kN * kN)];
-      if (with_collective) check(weft_allreduce(&in, &out, 1, WEFT_FLOAT64, WEFT_SUM, host, nullptr, nullptr), "weft_allreduce(busy)");
+      if (!with_collective) continue;
+      if (alltoall)
+        check(weft_alltoall(in.data(), out.data(), 1, WEFT_FLOAT64, group, nullptr, nullptr), "weft_alltoall(busy)");
+      else
+        check(weft_allreduce(in.data(), out.data(), 1, WEFT_FLOAT64, WEFT_SUM, group, nullptr, nullptr), "weft_allreduce(busy)");
     }
     return seconds_since(t0);
   };
@@ -303,7 +300,7 @@ BusyResult measure_busy_allreduce(weft_comm_t comm, const Topology& topo) {
     extra.push_back((with - plain) / kIters);
     bursts.push_back(plain / kIters);
   }
-  double mine[2] = {n > 1 ? std::max(0.0, median(extra)) : 0.0, median(bursts)};
+  double mine[2] = {std::max(0.0, median(extra)), median(bursts)};
   int size = 0;
   check(weft_comm_size(comm, &size), "weft_comm_size");
   std::vector<double> all(2 * static_cast<size_t>(size));
@@ -313,9 +310,36 @@ BusyResult measure_busy_allreduce(weft_comm_t comm, const Topology& topo) {
     e.push_back(all[2 * static_cast<size_t>(r)]);
     t.push_back(all[2 * static_cast<size_t>(r) + 1]);
   }
-  check(weft_comm_destroy(host), "weft_comm_destroy(host)");
-  res.per_collective = topo.ranks_per_host > 1 ? median(e) : 0.0;
-  res.burst = median(t);
+  *burst = median(t);
+  return {alltoall, g, median(e)};
+}
+
+}  // namespace
+
+BusyResult measure_busy_collectives(weft_comm_t comm, const Topology& topo) {
+  BusyResult res;
+  res.ranks = topo.ranks_per_host;
+  int rank = 0;
+  check(weft_comm_rank(comm, &rank), "weft_comm_rank");
+  int host = 0, position = 0;  // this rank's host and its place among the host's ranks
+  for (size_t h = 0; h < topo.groups.size(); ++h) {
+    const auto it = std::find(topo.groups[h].begin(), topo.groups[h].end(), rank);
+    if (it != topo.groups[h].end()) {
+      host = static_cast<int>(h);
+      position = static_cast<int>(it - topo.groups[h].begin());
+    }
+  }
+  for (int g = 2; g <= topo.ranks_per_host; ++g) {
+    if (topo.ranks_per_host % g != 0) continue;
+    // Groups of g consecutive ranks of a host; a smaller host's leftover ranks form a smaller one.
+    weft_comm_t group = nullptr;
+    check(weft_comm_split(comm, host * topo.ranks_per_host + position / g, rank, &group, nullptr), "weft_comm_split(busy)");
+    int n = 0;
+    check(weft_comm_size(group, &n), "weft_comm_size");
+    for (bool alltoall : {false, true}) res.costs.push_back(time_busy(comm, group, alltoall, n, &res.burst));
+    res.costs[res.costs.size() - 2].ranks = res.costs.back().ranks = g;
+    check(weft_comm_destroy(group), "weft_comm_destroy(busy)");
+  }
   return res;
 }
 

@@ -48,18 +48,26 @@ enum class Pattern { ring, pairs, pair };
 LinkResult measure_links(weft_comm_t comm, const Topology& topo, LinkKind kind, Pattern pattern, size_t large,
                          double seconds);
 
-// What one small all-reduce over a host's ranks adds to a rank that computes between
-// collectives, as ranks do inside a training step: every rank alternates bursts of the demo's
-// products with an 8-byte all-reduce over its host's ranks, then runs the same bursts with no
-// collective; the difference per collective, median over 5 batch pairs and over the ranks. When
-// ranks outnumber cores this is dominated by waiting for descheduled ranks, which a ping-pong
-// between two ranks does not see. 0 when every host has one rank.
-struct BusyResult {
-  int ranks = 0;               // ranks per all-reduce (the largest host's)
-  double per_collective = 0;   // seconds
-  double burst = 0;            // seconds of one compute burst with every rank computing
+// What one small collective adds to a rank that computes between collectives, as ranks do
+// inside a training step: each host's ranks split into groups of g consecutive ranks (as a
+// tp or ep group of that size is laid out), and every rank alternates bursts of the demo's
+// products with an 8-byte all-reduce (or an all-to-all of 8 bytes per peer) over its group, all
+// groups at once; then it runs the same bursts with no collective. The difference per
+// collective, median over 5 batch pairs and over the ranks, for every g >= 2 that divides the
+// ranks per host and both kinds. When ranks outnumber cores this is dominated by waiting for
+// descheduled ranks, which a ping-pong between two ranks does not see. Empty when every host
+// has one rank.
+struct BusyCollective {
+  bool alltoall = false;  // else all-reduce
+  int ranks = 0;          // group size
+  double seconds = 0;     // added per collective
 };
-BusyResult measure_busy_allreduce(weft_comm_t comm, const Topology& topo);
+struct BusyResult {
+  int ranks = 0;                       // ranks per host (the largest host's)
+  std::vector<BusyCollective> costs;  // by group size, all-reduce then all-to-all
+  double burst = 0;                    // seconds of one compute burst with every rank computing
+};
+BusyResult measure_busy_collectives(weft_comm_t comm, const Topology& topo);
 
 // FLOP/s of one rank while every rank computes (the median over ranks); *spread = (max - min) /
 // median over the ranks.

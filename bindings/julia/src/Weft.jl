@@ -61,7 +61,7 @@ export Comm, Config, Request, WeftError,
        RouterConfig, route, router_backward, update_bias!, moe_layout, Moe, MoeHandle, dispatch, received,
        combine!, combine_backward!,
        load_plugin, Plugin, PluginEntry, Closure, CustomOp, UserOp, register_op,
-       PlanLayer, PlanCluster, PlanLayout, LayoutPlan, plan_layouts
+       PlanLayer, PlanCluster, PlanCollective, PlanLayout, LayoutPlan, plan_layouts
 
 include("capi.jl")
 include("capi_training.jl")   # weft/training.h: structs and raw wrappers

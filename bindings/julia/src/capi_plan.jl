@@ -10,6 +10,10 @@ const WEFT_PLAN_FORMAT_TABLE = Cint(0)
 const WEFT_PLAN_FORMAT_REPORT = Cint(1)
 const WEFT_PLAN_FORMAT_JSON = Cint(2)
 
+# weft_plan_collective_kind_t
+const WEFT_PLAN_ALLREDUCE = Cint(0)
+const WEFT_PLAN_ALLTOALL = Cint(1)
+
 # weft_plan_layer_t (80 bytes; params at 24): an array element, layout frozen.
 struct PlanLayerC
     name::Ptr{UInt8}
@@ -26,7 +30,14 @@ struct PlanLayerC
     context_bytes::Cdouble
 end
 
-# weft_plan_cluster_t (64 bytes).
+# weft_plan_collective_t (16 bytes; seconds at 8): an array element, layout frozen.
+struct PlanCollectiveC
+    kind::Cint
+    ranks::Cint
+    seconds::Cdouble
+end
+
+# weft_plan_cluster_t (80 bytes; intra_collectives at 64).
 struct PlanClusterC
     struct_size::Csize_t
     hosts::Cint
@@ -37,6 +48,8 @@ struct PlanClusterC
     intra_latency::Cdouble
     inter_bandwidth::Cdouble
     inter_latency::Cdouble
+    intra_collectives::Ptr{PlanCollectiveC}
+    num_intra_collectives::Csize_t
 end
 
 # weft_plan_layout_t (112 bytes; step_seconds at 48).

@@ -31,11 +31,34 @@ Base.@kwdef struct PlanLayer
 end
 
 """
+    PlanCollective(kind, ranks, seconds)
+
+One measured small collective within one host (`weft_plan_collective_t`): one collective of
+`kind` (`:allreduce` or `:alltoall`, or the C value `Weft.WEFT_PLAN_ALLREDUCE` /
+`Weft.WEFT_PLAN_ALLTOALL`) over `ranks` ranks of one host (2 to `ranks_per_host`, each kind and
+size at most once) took `seconds` while every rank of the host computed between calls
+(weft-bench --cluster-file measures them). Within a host it replaces that kind's latency term
+(plan.h's cost model: the entry of the group's size, else the per-step cost of the nearest
+smaller size, else of the nearest larger). A `(kind, ranks, seconds)` tuple converts to one.
+"""
+struct PlanCollective
+    kind::Union{Symbol,Integer}
+    ranks::Int
+    seconds::Float64
+end
+
+Base.convert(::Type{PlanCollective}, t::Tuple{Any,Any,Any}) = PlanCollective(t[1], t[2], t[3])
+
+"""
     PlanCluster(; hosts=1, ranks_per_host=1, memory_per_rank=0.0, flops_per_rank=0.0,
-                intra_bandwidth=0.0, intra_latency=0.0, inter_bandwidth=0.0, inter_latency=0.0)
+                intra_bandwidth=0.0, intra_latency=0.0, inter_bandwidth=0.0, inter_latency=0.0,
+                intra_collectives=PlanCollective[])
 
 The machines (`weft_plan_cluster_t`): bandwidths in bytes/s per rank, latencies in seconds; the
-`inter_` link is needed when `hosts > 1`.
+`inter_` link is needed when `hosts > 1`. `intra_collectives` (optional, default none): measured
+small collectives within a host, [`PlanCollective`](@ref)s or `(kind, ranks, seconds)` tuples,
+e.g. `[(:allreduce, 2, 3e-6), (:alltoall, 4, 7e-6)]`; without them every collective's latency
+term comes from `intra_latency`.
 """
 Base.@kwdef struct PlanCluster
     hosts::Int = 1
@@ -46,6 +69,7 @@ Base.@kwdef struct PlanCluster
     intra_latency::Float64 = 0.0
     inter_bandwidth::Float64 = 0.0
     inter_latency::Float64 = 0.0
+    intra_collectives::Vector{PlanCollective} = PlanCollective[]
 end
 
 """
@@ -93,11 +117,30 @@ _c_layout(l::PlanLayout) =
                 _cint(l.zero_stage, "layout.zero_stage"), Cint(l.schedule), _cint(l.microbatches, "layout.microbatches"),
                 _cint(l.stages_per_rank, "layout.stages_per_rank"), Cint(0), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
-_c_cluster(c::PlanCluster) =
+# The C value of a measured collective's kind: a name, or a C value passed on (the library
+# refuses an unknown one, naming the entry).
+function _plan_collective_kind(k, what::AbstractString)
+    if k isa Symbol
+        s = replace(replace(lowercase(String(k)), "_" => ""), "-" => "")
+        s == "allreduce" && return WEFT_PLAN_ALLREDUCE
+        s == "alltoall" && return WEFT_PLAN_ALLTOALL
+        _invalid("$what = :$k; expected :allreduce or :alltoall")
+    end
+    return _cint(k, what)
+end
+
+_c_collectives(c::PlanCluster) =
+    PlanCollectiveC[PlanCollectiveC(_plan_collective_kind(m.kind, "cluster.intra_collectives[$i].kind"),
+                                    _cint(m.ranks, "cluster.intra_collectives[$i].ranks"), Float64(m.seconds))
+                    for (i, m) in enumerate(c.intra_collectives)]
+
+# `ms` (from _c_collectives, rooted by the caller for as long as the C struct is used).
+_c_cluster(c::PlanCluster, ms::Vector{PlanCollectiveC}) =
     PlanClusterC(Csize_t(sizeof(PlanClusterC)), _cint(c.hosts, "cluster.hosts"),
                  _cint(c.ranks_per_host, "cluster.ranks_per_host"),
                  Float64(c.memory_per_rank), Float64(c.flops_per_rank), Float64(c.intra_bandwidth),
-                 Float64(c.intra_latency), Float64(c.inter_bandwidth), Float64(c.inter_latency))
+                 Float64(c.intra_latency), Float64(c.inter_bandwidth), Float64(c.inter_latency),
+                 isempty(ms) ? Ptr{PlanCollectiveC}(C_NULL) : pointer(ms), Csize_t(length(ms)))
 
 # Builds the C config and everything it points at, keeps them rooted, and calls f(Ref(config)).
 function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::Integer=0, weight_bytes::Real=0.0,
@@ -109,17 +152,18 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
     for (i, n) in enumerate(names)
         occursin('\0', n) && _invalid("layers[$i]: the name contains a NUL character")
     end
-    cl = cluster === nothing ? PlanClusterC[] : PlanClusterC[_c_cluster(cluster)]
+    ms = cluster === nothing ? PlanCollectiveC[] : _c_collectives(cluster)
     ks = kinds === nothing ? Cint[] : Cint[Cint(k) for k in kinds]
     lay = layout === nothing ? PlanLayoutC[] : PlanLayoutC[_c_layout(layout)]
-    GC.@preserve names cl ks lay begin
+    GC.@preserve names ms ks lay begin
+        cl = cluster === nothing ? PlanClusterC[] : PlanClusterC[_c_cluster(cluster, ms)]
         lc = PlanLayerC[PlanLayerC(isempty(names[i]) ? Ptr{UInt8}(C_NULL) : pointer(names[i]),
                                    _cint(l.count, "layers[$i].count"), _cint(l.experts, "layers[$i].experts"),
                                    _cint(l.top_k, "layers[$i].top_k"), Cint(l.tensor_parallel), Float64(l.params),
                                    Float64(l.forward_flops), Float64(l.forward_seconds), Float64(l.backward_seconds),
                                    Float64(l.activation_bytes), Float64(l.output_bytes), Float64(l.context_bytes))
                         for (i, l) in enumerate(layers)]
-        GC.@preserve lc begin
+        GC.@preserve cl lc begin
             cfg = Ref(PlanConfigC(Csize_t(sizeof(PlanConfigC)), isempty(lc) ? Ptr{PlanLayerC}(C_NULL) : pointer(lc),
                                   Csize_t(length(lc)), isempty(cl) ? Ptr{PlanClusterC}(C_NULL) : pointer(cl),
                                   _cint(global_batch, "global_batch"), _cint(ranks, "ranks"), Float64(weight_bytes),

@@ -1,8 +1,8 @@
 # Tests of the planner (weft/plan.h), included from runtests.jl: plan_single_rank_tests() in one
 # process (nothing in plan.h communicates). They mirror the Rust (bindings/rust/weft/tests/plan.rs)
 # and Go (plan_test.go) tests: a one-layer model on 2 ranks against closed forms written here from
-# plan.h's cost model, the search's order, the text files, and bad input refused with weft's
-# message.
+# plan.h's cost model, measured collectives replacing the latency term, the search's order, the
+# text files, and bad input refused with weft's message.
 #
 # The reference (plan.h): a dense layer of P parameters, forward f and backward b seconds per
 # sample, on n samples in one micro-batch (GPipe, m = 1, pp = 1: no bubble) computes n (f + b).
@@ -138,6 +138,66 @@ function plan_single_rank_tests()
         comm = 3 * (kv * PLAN_G * 0.5 / PLAN_BW + PLAN_LAT) + plan_ring_allreduce(2, PLAN_P * 2)[1]
         @test isapprox(b.communication_seconds, comm; rtol=PLAN_RTOL)
         @test isapprox(b.step_seconds, PLAN_G * (PLAN_F + PLAN_B) / 2 + comm; rtol=PLAN_RTOL)
+    end
+
+    # plan.h's measured collectives (the numbers of tests/unit/test_plan.cpp's
+    # MeasuredCollectivesSetTheirLatencyTerm): within a host a measured entry replaces a
+    # collective's latency term: the entry for the group's size, else the per-step cost of the
+    # nearest smaller size, else of the nearest larger (per step: seconds / 2 (n - 1) for an
+    # all-reduce, / (n - 1) for an all-to-all).
+    @testset "plan: measured collectives set their latency term" begin
+        host(ranks, measured) = PlanCluster(ranks_per_host=ranks, memory_per_rank=1e12, flops_per_rank=1e12,
+                                            intra_bandwidth=1e9, intra_latency=1e-5, intra_collectives=measured)
+        function step_of(layers, cluster; kw...)
+            p = plan_layouts(layers, cluster; kw...)
+            s = Weft.best(p).step_seconds
+            close(p)
+            return s
+        end
+        # tp 2 of a 2-rank host, fixed layout, m micro-batches of G / m samples: 3fG/2 compute and
+        # 4 all-reduces of out x mbs per micro-batch, each (n-1)/n x 2 x bytes / bw = bytes / bw
+        # plus the latency term T: the measured all-reduce of 2 ranks, else 2 x intra_latency.
+        g, m, f, out, bw, a = 4, 2, 0.004, 1e6, 1e9, 1e-5
+        mbs = g / m
+        bytes = out * mbs / bw
+        dense = [PlanLayer(name="dense", params=1e3, forward_seconds=f, output_bytes=out)]
+        tp = PlanLayout(tp=2, schedule=Weft.ONE_F_ONE_B, microbatches=m)
+        compute = 3 * f * g / 2
+        measured = [(:alltoall, 2, 5e-4), PlanCollective(:allreduce, 2, 7e-5)]
+        @test isapprox(step_of(dense, host(2, measured); global_batch=g, layout=tp),
+                       compute + m * 4 * (bytes + 7e-5); rtol=PLAN_RTOL)
+        @test isapprox(step_of(dense, host(2, [(:alltoall, 2, 5e-4)]); global_batch=g, layout=tp),
+                       compute + m * 4 * (bytes + 2 * a); rtol=PLAN_RTOL)
+        @test isapprox(step_of(dense, host(2, PlanCollective[]); global_batch=g, layout=tp),
+                       compute + m * 4 * (bytes + 2 * a); rtol=PLAN_RTOL)
+        # ep 4 on 4 of 8 ranks, 8 samples: 2 per rank, one micro-batch; 4 all-to-alls (dispatch and
+        # combine in F and B) of (n-1)/n x top_k x out x B bytes, each with n - 1 = 3 steps of latency.
+        n, b = 4, 2
+        moe = [PlanLayer(name="moe", experts=8, top_k=2, params=4e6, forward_seconds=0.001, output_bytes=4e5)]
+        moved = (n - 1) / n * 2 * 4e5 * b / bw
+        ep = PlanLayout(dp=n, ep=n, schedule=Weft.ONE_F_ONE_B, microbatches=1)
+        for (table, latency) in [([(:alltoall, 2, 3e-5), (:alltoall, 8, 7e-4), (:allreduce, 4, 1.0)], 3 * 3e-5),
+                                 ([(:alltoall, 8, 7e-4)], 3 * 1e-4),
+                                 ([(:alltoall, 4, 2e-4), (:alltoall, 2, 1.0)], 2e-4)]
+            @test isapprox(step_of(moe, host(8, table); global_batch=8, ranks=n, layout=ep),
+                           3 * 0.001 * b + 4 * (latency + moved); rtol=PLAN_RTOL)
+        end
+        # The cluster file's intra_allreduce key gives the same closed form.
+        dir = mktempdir()
+        mf, cf = joinpath(dir, "model.txt"), joinpath(dir, "cluster.txt")
+        write(mf, "layer name=dense params=1e3 fwd=0.004 out=1e6\ntrain global_batch=4\n")
+        write(cf, "cluster ranks_per_host=2 memory=1e12 flops=1e12 intra_bw=1e9 intra_lat=1e-5\n" *
+                  "cluster intra_allreduce=2:7e-5 intra_alltoall=2:5e-4\n")
+        loaded = LayoutPlan(mf, cf; layout=tp)
+        @test isapprox(Weft.best(loaded).step_seconds, compute + m * 4 * (bytes + 7e-5); rtol=PLAN_RTOL)
+        close(loaded)
+        rm(dir; recursive=true)
+        # Refused, naming the entry: a group larger than a host (by the library), an unknown kind.
+        e = plan_error(() -> plan_layouts(dense, host(2, [(:allreduce, 8, 1e-6)]); global_batch=g, layout=tp))
+        @test e isa WeftError && e.status == Weft.ERR_INVALID_ARGUMENT
+        @test e isa WeftError && occursin("intra_collectives[0].ranks", e.message)
+        e = plan_error(() -> plan_layouts(dense, host(2, [(:broadcast, 2, 1e-6)]); global_batch=g, layout=tp))
+        @test e isa WeftError && occursin("intra_collectives[1].kind", e.message)
     end
 
     @testset "plan: search, formats, nothing fits" begin

@@ -78,7 +78,8 @@ from ._moe import (DROPPED, Drop, Moe, MoeHandle, RouteResult, RouterConfig, Rou
 from ._moe import Layout as MoeLayout
 from ._plugin import Closure, Plugin, PluginEntry, PluginKind, ValueType, as_value_type, load_plugin
 from ._user_ops import UserOp, destroy_op, register_op
-from ._plan import LayoutPlan, PlanCluster, PlanInfo, PlanLayer, PlanLayout, PlanScaling, ScalingPoint, plan_layouts
+from ._plan import (LayoutPlan, PlanCluster, PlanCollective, PlanCollectiveKind, PlanInfo, PlanLayer, PlanLayout,
+                    PlanScaling, ScalingPoint, plan_layouts)
 from ._lib import path as library_path
 
 __version__ = "0.1.0"
@@ -100,7 +101,8 @@ __all__ = [
     "router_backward", "update_bias",
     "Closure", "Plugin", "PluginEntry", "PluginKind", "UserOp", "ValueType", "as_value_type", "destroy_op",
     "load_plugin", "register_op",
-    "LayoutPlan", "PlanCluster", "PlanInfo", "PlanLayer", "PlanLayout", "PlanScaling", "ScalingPoint", "plan_layouts",
+    "LayoutPlan", "PlanCluster", "PlanCollective", "PlanCollectiveKind", "PlanInfo", "PlanLayer", "PlanLayout",
+    "PlanScaling", "ScalingPoint", "plan_layouts",
 ]
 
 for _name in ("FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16", "FP8_E4M3", "FP8_E5M2", "INT8", "UINT8", "INT32",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import enum
 import json
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -55,11 +56,55 @@ class PlanLayer:
     context_bytes: float = 0.0
 
 
+class PlanCollectiveKind(enum.IntEnum):
+    """weft_plan_collective_kind_t: the collectives a cluster may give measured costs for."""
+
+    ALLREDUCE = 0
+    ALLTOALL = 1
+
+
+# Names besides the enum's ("allreduce", "all_reduce", "all-reduce", "ALLTOALL", ...).
+_COLLECTIVE_NAMES = {"allreduce": PlanCollectiveKind.ALLREDUCE, "alltoall": PlanCollectiveKind.ALLTOALL}
+
+
+def as_collective_kind(kind: Union[PlanCollectiveKind, int, str], what: str = "collective kind") -> PlanCollectiveKind:
+    """PlanCollectiveKind from itself, its int value or a name ("allreduce", "all_to_all", ...)."""
+    if isinstance(kind, PlanCollectiveKind):
+        return kind
+    if isinstance(kind, int) and not isinstance(kind, bool) and kind in PlanCollectiveKind._value2member_map_:
+        return PlanCollectiveKind(kind)
+    if isinstance(kind, str):
+        key = kind.strip().lower().replace("_", "").replace("-", "")
+        if key in _COLLECTIVE_NAMES:
+            return _COLLECTIVE_NAMES[key]
+    raise InvalidArgument("%s = %r: expected a weft.PlanCollectiveKind or one of %s"
+                          % (what, kind, ", ".join(sorted(_COLLECTIVE_NAMES))))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanCollective:
+    """weft_plan_collective_t: one small collective of `kind` ("allreduce" or "alltoall", or a
+    PlanCollectiveKind) over `ranks` ranks of one host (2 <= ranks <= ranks_per_host) measured at
+    `seconds` while every rank of the host computed between calls (weft-bench --cluster-file
+    measures them). Within a host it replaces that kind's latency term (plan.h's cost model)."""
+
+    kind: Union[PlanCollectiveKind, int, str]
+    ranks: int
+    seconds: float
+
+
+# A PlanCollective or a (kind, ranks, seconds) tuple.
+PlanCollectiveLike = Union[PlanCollective, Tuple[Union[PlanCollectiveKind, int, str], int, float]]
+
+
 @dataclasses.dataclass
 class PlanCluster:
     """weft_plan_cluster_t: hosts x ranks_per_host ranks, each with memory_per_rank bytes and
     flops_per_rank operations per second; links within a host (intra_*) and between hosts
-    (inter_*, needed when hosts > 1), bandwidths in bytes/s per rank, latencies in seconds."""
+    (inter_*, needed when hosts > 1), bandwidths in bytes/s per rank, latencies in seconds.
+    intra_collectives: measured small collectives within one host (PlanCollective or (kind, ranks,
+    seconds) tuples, e.g. [("allreduce", 2, 3e-6), ("alltoall", 4, 7e-6)]); none (the default)
+    prices every collective's latency term from intra_latency."""
 
     hosts: int = 1
     ranks_per_host: int = 1
@@ -69,6 +114,7 @@ class PlanCluster:
     intra_latency: float = 0.0
     inter_bandwidth: float = 0.0
     inter_latency: float = 0.0
+    intra_collectives: Sequence[PlanCollectiveLike] = ()
 
 
 @dataclasses.dataclass
@@ -169,13 +215,43 @@ def _c_layer(layer, i):
                                      float(layer.output_bytes), float(layer.context_bytes))
 
 
+def _c_collective(m, i):
+    what = "cluster.intra_collectives[%d]" % i
+    if isinstance(m, PlanCollective):
+        kind, ranks, seconds = m.kind, m.ranks, m.seconds
+    else:
+        try:
+            kind, ranks, seconds = m
+        except (TypeError, ValueError):
+            raise InvalidArgument("%s: %r is not a weft.PlanCollective or (kind, ranks, seconds)" % (what, m)) from None
+    try:
+        secs = float(seconds)
+    except (TypeError, ValueError):
+        raise InvalidArgument("%s.seconds: %r is not a number" % (what, seconds)) from None
+    return _plan_c.weft_plan_collective_t(int(as_collective_kind(kind, what + ".kind")),
+                                          _int(ranks, what + ".ranks"), secs)
+
+
 def _c_cluster(c):
+    """(the weft_plan_cluster_t, the intra_collectives array it points at or None): keep both alive."""
     if not isinstance(c, PlanCluster):
         raise InvalidArgument("cluster: %r is not a weft.PlanCluster" % (c,))
-    return _plan_c.weft_plan_cluster_t(ctypes.sizeof(_plan_c.weft_plan_cluster_t), _int(c.hosts, "cluster.hosts"),
-                                       _int(c.ranks_per_host, "cluster.ranks_per_host"), float(c.memory_per_rank),
-                                       float(c.flops_per_rank), float(c.intra_bandwidth), float(c.intra_latency),
-                                       float(c.inter_bandwidth), float(c.inter_latency))
+    ms = [] if c.intra_collectives is None else c.intra_collectives
+    if isinstance(ms, (str, bytes, PlanCollective)):
+        raise InvalidArgument("cluster.intra_collectives: %r is not a sequence of collectives" % (ms,))
+    try:
+        ms = list(ms)
+    except TypeError:
+        raise InvalidArgument("cluster.intra_collectives: %r is not a sequence of collectives" % (ms,)) from None
+    arr = (_plan_c.weft_plan_collective_t * len(ms))(*[_c_collective(m, i) for i, m in enumerate(ms)]) if ms else None
+    k = _plan_c.weft_plan_cluster_t(ctypes.sizeof(_plan_c.weft_plan_cluster_t), _int(c.hosts, "cluster.hosts"),
+                                    _int(c.ranks_per_host, "cluster.ranks_per_host"), float(c.memory_per_rank),
+                                    float(c.flops_per_rank), float(c.intra_bandwidth), float(c.intra_latency),
+                                    float(c.inter_bandwidth), float(c.inter_latency))
+    if arr is not None:
+        k.intra_collectives = ctypes.cast(arr, ctypes.POINTER(_plan_c.weft_plan_collective_t))
+        k.num_intra_collectives = len(ms)
+    return k, arr
 
 
 def _c_layout(lay):
@@ -203,7 +279,7 @@ class _Config:
                  max_cp=0, tp_across_hosts=False, kinds=None, max_microbatches=0, layout=None, scaling=False):
         layers = list(layers) if layers is not None else []
         self.layers = (_plan_c.weft_plan_layer_t * max(1, len(layers)))(*[_c_layer(l, i) for i, l in enumerate(layers)])
-        self.cluster = _c_cluster(cluster) if cluster is not None else None
+        self.cluster, self.collectives = _c_cluster(cluster) if cluster is not None else (None, None)
         self.kinds = None
         if kinds is not None:
             ks = [int(as_schedule_kind(k)) for k in kinds]
@@ -390,5 +466,5 @@ def plan_layouts(layers: Iterable[PlanLayer], cluster: PlanCluster, global_batch
     return LayoutPlan.create(list(layers), cluster, global_batch, kinds=kinds, layout=layout, **options)
 
 
-__all__ = ["LayoutPlan", "PlanCluster", "PlanInfo", "PlanLayer", "PlanLayout", "PlanScaling", "ScalingPoint",
+__all__ = ["LayoutPlan", "PlanCluster", "PlanCollective", "PlanCollectiveKind", "PlanInfo", "PlanLayer", "PlanLayout", "PlanScaling", "ScalingPoint",
            "plan_layouts"]

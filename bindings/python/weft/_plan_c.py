@@ -19,10 +19,16 @@ class weft_plan_layer_t(ctypes.Structure):  # noqa: N801 (the C name)
                 ("context_bytes", _dbl)]
 
 
+class weft_plan_collective_t(ctypes.Structure):  # noqa: N801
+    """An array element, layout frozen (no struct_size): kind is a weft_plan_collective_kind_t."""
+    _fields_ = [("kind", _int), ("ranks", _int), ("seconds", _dbl)]
+
+
 class weft_plan_cluster_t(ctypes.Structure):  # noqa: N801
     _fields_ = [("struct_size", _sz), ("hosts", _int), ("ranks_per_host", _int), ("memory_per_rank", _dbl),
                 ("flops_per_rank", _dbl), ("intra_bandwidth", _dbl), ("intra_latency", _dbl),
-                ("inter_bandwidth", _dbl), ("inter_latency", _dbl)]
+                ("inter_bandwidth", _dbl), ("inter_latency", _dbl),
+                ("intra_collectives", ctypes.POINTER(weft_plan_collective_t)), ("num_intra_collectives", _sz)]
 
 
 class weft_plan_layout_t(ctypes.Structure):  # noqa: N801
@@ -59,6 +65,9 @@ class weft_plan_scaling_point_t(ctypes.Structure):  # noqa: N801
                 ("strong_speedup", _dbl), ("amdahl_speedup", _dbl), ("weak_seconds", _dbl), ("weak_speedup", _dbl),
                 ("gustafson_speedup", _dbl)]
 
+
+# weft_plan_collective_kind_t
+PLAN_ALLREDUCE, PLAN_ALLTOALL = 0, 1
 
 # weft_plan_format_kind_t
 FORMAT_TABLE, FORMAT_REPORT, FORMAT_JSON = 0, 1, 2

@@ -19,6 +19,16 @@
  *     backward = backward_seconds, or 2 x forward when 0. Divided by tp for a splittable dense
  *     layer (tensor_parallel = 1; a non-splittable one runs whole on every tp rank), by tp for
  *     an MoE layer (the tp ranks split the tokens), and by cp for every layer.
+ *   Measured collectives: a cluster may give, per kind (all-reduce, all-to-all) and group size,
+ *     the seconds one small collective took over that many ranks of one host while every rank
+ *     of the host was computing between calls (weft-bench --cluster-file measures them). Ranks
+ *     that outnumber cores, or share them with compute, wait on each other longer than a link's
+ *     latency says, and differently per collective. Within a host such an entry replaces the
+ *     latency term of that kind: the entry for the group's size, else the per-step cost
+ *     (seconds / its ring steps: 2 (n - 1) for an all-reduce, n - 1 for an all-to-all) of the
+ *     nearest smaller measured size (else the nearest larger) times the group's ring steps. An
+ *     all-gather or a reduce-scatter is priced as half an all-reduce's latency term. The
+ *     bandwidth term is unchanged.
  *   TP: Megatron's 2 ring all-reduces in forward and 2 in backward of output_bytes x samples
  *     per splittable layer; an MoE layer with tp > 1 all-gathers its output over tp instead.
  *   EP: all-to-all dispatch and combine in forward and again in backward, each of
@@ -47,8 +57,11 @@
  *     train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12
  *   cluster file: one or more lines (later ones set more keys; a key set twice is an error)
  *     cluster hosts=H ranks_per_host=R memory=BYTES flops=F intra_bw=B intra_lat=S inter_bw=B inter_lat=S
+ *             intra_allreduce=N:S,N:S,... intra_alltoall=N:S,...
  *     (hosts default 1; ranks_per_host, memory, intra_bw required; inter_bw and inter_lat
- *     required when hosts > 1; bandwidths in bytes/s, latencies in seconds, flops per second).
+ *     required when hosts > 1; bandwidths in bytes/s, latencies in seconds, flops per second;
+ *     intra_allreduce / intra_alltoall: measured collectives, group size N : seconds, each N
+ *     from 2 to ranks_per_host at most once).
  *   Numbers are decimal or scientific (1.2e9); every value must be finite and >= 0.
  *
  * Thread safety: a plan is immutable after creation and may be read from any number of threads.
@@ -101,6 +114,23 @@ typedef struct weft_plan_layer {
   double context_bytes;
 } weft_plan_layer_t;
 
+/* The kinds of collective a cluster description may give measured costs for. */
+typedef enum weft_plan_collective_kind {
+  WEFT_PLAN_ALLREDUCE = 0,
+  WEFT_PLAN_ALLTOALL = 1
+} weft_plan_collective_kind_t;
+
+/*
+ * One measured collective (an array element: this layout is frozen): one small collective of
+ * `kind` over `ranks` ranks of one host (2 <= ranks <= ranks_per_host) took `seconds` (>= 0)
+ * while every rank of the host computed between calls.
+ */
+typedef struct weft_plan_collective {
+  weft_plan_collective_kind_t kind;
+  int ranks;
+  double seconds;
+} weft_plan_collective_t;
+
 /*
  * The machines; initialise with WEFT_PLAN_CLUSTER_INIT.
  *   hosts, ranks_per_host: the ranks are hosts x ranks_per_host (>= 1 each).
@@ -109,6 +139,9 @@ typedef struct weft_plan_layer {
  *     flops without forward_seconds).
  *   intra_bandwidth, intra_latency: between ranks of one host, per rank (bytes/s > 0, s).
  *   inter_bandwidth, inter_latency: between hosts, per rank (needed when hosts > 1).
+ *   intra_collectives, num_intra_collectives: measured small collectives within one host (the
+ *     cost model above); NULL and 0 = none, every collective priced from intra_latency. The
+ *     array is read during weft_plan_create and not kept.
  */
 typedef struct weft_plan_cluster {
   size_t struct_size;
@@ -120,9 +153,11 @@ typedef struct weft_plan_cluster {
   double intra_latency;
   double inter_bandwidth;
   double inter_latency;
+  const weft_plan_collective_t *intra_collectives;
+  size_t num_intra_collectives;
 } weft_plan_cluster_t;
 
-#define WEFT_PLAN_CLUSTER_INIT { sizeof(weft_plan_cluster_t), 1, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+#define WEFT_PLAN_CLUSTER_INIT { sizeof(weft_plan_cluster_t), 1, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NULL, 0 }
 
 /*
  * One layout and its prediction; initialise with WEFT_PLAN_LAYOUT_INIT. As input (the config's

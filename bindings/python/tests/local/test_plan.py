@@ -1,7 +1,8 @@
 """The planner through the binding, one process (weft/plan.h): predicted step time, compute,
 communication, memory and the Amdahl/Gustafson numbers of a one-layer model on 2 ranks against
-closed forms written here from plan.h's cost model, the search's order and rules, the text file
-path, the three text formats, and bad input refused with weft's message.
+closed forms written here from plan.h's cost model, measured collectives replacing the latency
+term, the search's order and rules, the text file path, the three text formats, and bad input
+refused with weft's message.
 
 The reference (plan.h): a dense layer of P parameters, forward f and backward b seconds per
 sample, on a replica of n samples in one micro-batch (GPipe, m = 1, pp = 1: no bubble) computes
@@ -189,6 +190,67 @@ def test_every_field_reaches_the_library():
         comm = 3 * (kv * G * 0.5 / BW + LAT) + ring_allreduce(2, P * 2)[0]
         k.close("cp: communication", p.best.communication_seconds, comm)
         k.close("cp: step", p.best.step_seconds, G * (F + B) / 2 + comm)
+    k.finish()
+
+
+def test_measured_collectives_set_their_latency_term(tmp_path):
+    """plan.h's measured collectives (tests/unit/test_plan.cpp's MeasuredCollectivesSetTheirLatencyTerm,
+    its numbers): within a host a measured entry replaces a collective's latency term: the entry for
+    the group's size, else the per-step cost of the nearest smaller size, else of the nearest larger
+    (per step: seconds / 2 (n - 1) for an all-reduce, / (n - 1) for an all-to-all)."""
+    k = Checks("measured")
+    # tp 2 of a 2-rank host, fixed layout, m micro-batches of G / m samples: 3fG/2 compute and
+    # 4 all-reduces of out x mbs per micro-batch, each (n-1)/n x 2 x bytes / bw = bytes / bw
+    # plus the latency term T: the measured all-reduce of 2 ranks, else 2 x intra_latency.
+    g, m, f, out, bw, a = 4, 2, 0.004, 1e6, 1e9, 1e-5
+    mbs = g / m
+    nbytes = out * mbs / bw
+    layer = [weft.PlanLayer("dense", params=1e3, forward_seconds=f, output_bytes=out)]
+
+    def host(ranks, measured):
+        return weft.PlanCluster(hosts=1, ranks_per_host=ranks, memory_per_rank=1e12, flops_per_rank=1e12,
+                                intra_bandwidth=bw, intra_latency=a, intra_collectives=measured)
+
+    tp = weft.PlanLayout(tp=2, schedule="1f1b", microbatches=m)
+    measured = [("alltoall", 2, 5e-4), weft.PlanCollective(weft.PlanCollectiveKind.ALLREDUCE, 2, 7e-5)]
+    with weft.plan_layouts(layer, host(2, measured), g, layout=tp) as p:
+        k.close("tp 2, all-reduce of 2 measured at 70 us", p.best.step_seconds, 3 * f * g / 2 + m * 4 * (nbytes + 7e-5))
+    with weft.plan_layouts(layer, host(2, [("alltoall", 2, 5e-4)]), g, layout=tp) as p:
+        k.close("tp 2, only all-to-alls measured: 2 latencies", p.best.step_seconds,
+                3 * f * g / 2 + m * 4 * (nbytes + 2 * a))
+    with weft.plan_layouts(layer, host(2, ()), g, layout=tp) as p:
+        k.close("tp 2, nothing measured: 2 latencies", p.best.step_seconds, 3 * f * g / 2 + m * 4 * (nbytes + 2 * a))
+
+    # ep 4 on 4 of 8 ranks, 8 samples: 2 per rank, one micro-batch; 4 all-to-alls (dispatch and
+    # combine in F and B) of (n-1)/n x top_k x out x B bytes, each with 3 ring steps of latency.
+    n, b, params = 4, 2, 4e6
+    moe = [weft.PlanLayer("moe", experts=8, top_k=2, params=params, forward_seconds=0.001, output_bytes=4e5)]
+    moved = (n - 1.0) / n * 2 * 4e5 * b / bw
+    ep = weft.PlanLayout(dp=n, ep=n, schedule="1f1b", microbatches=1)
+    cases = [("ep 4: per step of the 2-rank entry", [("alltoall", 2, 3e-5), ("alltoall", 8, 7e-4), ("allreduce", 4, 1.0)],
+              3 * 3e-5),
+             ("ep 4: per step of the 8-rank entry", [("alltoall", 8, 7e-4)], 3 * 1e-4),
+             ("ep 4: the 4-rank entry itself", [("alltoall", 4, 2e-4), ("alltoall", 2, 1.0)], 2e-4)]
+    for what, table, latency in cases:
+        with weft.plan_layouts(moe, host(8, table), 8, layout=ep, ranks=n) as p:
+            k.close(what, p.best.step_seconds, 3 * 0.001 * b + 4 * (latency + moved))
+
+    # The cluster file's intra_allreduce key gives the same prediction as the description.
+    mf = tmp_path / "model.txt"
+    mf.write_text("layer name=dense params=1e3 fwd=%r out=%r\ntrain global_batch=%d\n" % (f, out, g))
+    cf = tmp_path / "cluster.txt"
+    cf.write_text("cluster ranks_per_host=2 memory=1e12 flops=1e12 intra_bw=%r intra_lat=%r\n"
+                  "cluster intra_allreduce=2:7e-5 intra_alltoall=2:5e-4\n" % (bw, a))
+    with weft.LayoutPlan.load(mf, cf, layout=tp) as p:
+        k.close("file: intra_allreduce=2:7e-5", p.best.step_seconds, 3 * f * g / 2 + m * 4 * (nbytes + 7e-5))
+
+    # Refused: a group larger than a host (by the library), an unknown kind (by the binding).
+    with pytest.raises(weft.InvalidArgument) as e:
+        weft.plan_layouts(layer, host(2, [("allreduce", 8, 1e-6)]), g, layout=tp)
+    k.contains("a group larger than a host", str(e.value), "intra_collectives[0].ranks")
+    with pytest.raises(weft.InvalidArgument) as e:
+        weft.plan_layouts(layer, host(2, [("broadcast", 2, 1e-6)]), g, layout=tp)
+    k.contains("an unknown kind", str(e.value), "intra_collectives[0].kind")
     k.finish()
 
 

@@ -63,6 +63,26 @@ impl Default for weft_plan_layer_t {
     }
 }
 
+/// `enum weft_plan_collective_kind`: the collectives a cluster may give measured costs for.
+pub type weft_plan_collective_kind_t = c_int;
+/// `WEFT_PLAN_ALLREDUCE`: a (ring) all-reduce.
+pub const WEFT_PLAN_ALLREDUCE: weft_plan_collective_kind_t = 0;
+/// `WEFT_PLAN_ALLTOALL`: an all-to-all.
+pub const WEFT_PLAN_ALLTOALL: weft_plan_collective_kind_t = 1;
+
+/// `weft_plan_collective_t`: one measured small collective within one host; an array element,
+/// layout frozen (no struct_size).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct weft_plan_collective_t {
+    /// `WEFT_PLAN_ALLREDUCE` or `WEFT_PLAN_ALLTOALL`.
+    pub kind: weft_plan_collective_kind_t,
+    /// The group's ranks, all of one host (2..=ranks_per_host).
+    pub ranks: c_int,
+    /// Seconds one collective took while every rank of the host computed between calls (>= 0).
+    pub seconds: f64,
+}
+
 /// `weft_plan_cluster_t`; start from [`WEFT_PLAN_CLUSTER_INIT`].
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +105,11 @@ pub struct weft_plan_cluster_t {
     pub inter_bandwidth: f64,
     /// Seconds per message between hosts.
     pub inter_latency: f64,
+    /// Measured small collectives within one host (NULL = none; read during
+    /// `weft_plan_create`, not kept).
+    pub intra_collectives: *const weft_plan_collective_t,
+    /// How many entries `intra_collectives` has.
+    pub num_intra_collectives: usize,
 }
 
 /// `WEFT_PLAN_CLUSTER_INIT`.
@@ -98,6 +123,8 @@ pub const WEFT_PLAN_CLUSTER_INIT: weft_plan_cluster_t = weft_plan_cluster_t {
     intra_latency: 0.0,
     inter_bandwidth: 0.0,
     inter_latency: 0.0,
+    intra_collectives: core::ptr::null(),
+    num_intra_collectives: 0,
 };
 
 /// `weft_plan_layout_t`: one layout and its prediction; start from [`WEFT_PLAN_LAYOUT_INIT`].
@@ -347,9 +374,15 @@ mod tests {
         assert_eq!(size_of::<weft_plan_layer_t>(), 80);
         assert_eq!(offset_of!(weft_plan_layer_t, params), 24);
         assert_eq!(offset_of!(weft_plan_layer_t, context_bytes), 72);
-        assert_eq!(size_of::<weft_plan_cluster_t>(), 64);
+        assert_eq!(size_of::<weft_plan_collective_t>(), 16);
+        assert_eq!(offset_of!(weft_plan_collective_t, ranks), 4);
+        assert_eq!(offset_of!(weft_plan_collective_t, seconds), 8);
+        assert_eq!(size_of::<weft_plan_cluster_t>(), 80);
         assert_eq!(offset_of!(weft_plan_cluster_t, memory_per_rank), 16);
         assert_eq!(offset_of!(weft_plan_cluster_t, inter_latency), 56);
+        assert_eq!(offset_of!(weft_plan_cluster_t, intra_collectives), 64);
+        assert_eq!(offset_of!(weft_plan_cluster_t, num_intra_collectives), 72);
+        assert_eq!(WEFT_PLAN_CLUSTER_INIT.struct_size, 80);
         assert_eq!(size_of::<weft_plan_layout_t>(), 112);
         assert_eq!(offset_of!(weft_plan_layout_t, schedule), 32);
         assert_eq!(offset_of!(weft_plan_layout_t, fits), 44);

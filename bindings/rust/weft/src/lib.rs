@@ -77,7 +77,8 @@ pub use moe::{
 };
 pub use pipeline::{Boundary, BufferInfo, Callbacks, Pipeline, PipelineConfig, StageCall, StageFn};
 pub use planner::{
-    LayoutPlan, PlanCluster, PlanConfig, PlanFormat, PlanInfo, PlanLayer, PlanLayout, PlanScaling, ScalingPoint,
+    LayoutPlan, PlanCluster, PlanCollective, PlanCollectiveKind, PlanConfig, PlanFormat, PlanInfo, PlanLayer,
+    PlanLayout, PlanScaling, ScalingPoint,
 };
 pub use plugin::{Closure, Plugin, PluginEntry, PluginKind, Value, ValueType};
 pub use schedule::{Action, ActionKind, CsvFormat, Schedule, ScheduleConfig, ScheduleInfo, ScheduleKind};

@@ -75,9 +75,50 @@ impl Default for PlanLayer {
     }
 }
 
-/// The machines (`weft_plan_cluster_t`); the default is `WEFT_PLAN_CLUSTER_INIT` (one host of one
-/// rank, no memory or bandwidth: set those).
+/// `weft_plan_collective_kind_t`: the collectives a cluster may give measured costs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanCollectiveKind {
+    /// `WEFT_PLAN_ALLREDUCE`: a (ring) all-reduce, 2 (n - 1) steps over n ranks.
+    AllReduce,
+    /// `WEFT_PLAN_ALLTOALL`: an all-to-all, n - 1 steps over n ranks.
+    AllToAll,
+}
+
+impl PlanCollectiveKind {
+    /// The C value (`weft_plan_collective_kind_t`).
+    pub fn raw(self) -> sys::weft_plan_collective_kind_t {
+        match self {
+            PlanCollectiveKind::AllReduce => sys::WEFT_PLAN_ALLREDUCE,
+            PlanCollectiveKind::AllToAll => sys::WEFT_PLAN_ALLTOALL,
+        }
+    }
+}
+
+/// One measured small collective within one host (`weft_plan_collective_t`): one collective of
+/// `kind` over `ranks` ranks of one host took `seconds` while every rank of the host computed
+/// between calls (weft-bench --cluster-file measures them). Within a host it replaces that
+/// kind's latency term (plan.h's cost model: the entry of the group's size, else the per-step
+/// cost of the nearest smaller size, else of the nearest larger).
 #[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanCollective {
+    /// All-reduce or all-to-all.
+    pub kind: PlanCollectiveKind,
+    /// The group's ranks (2..=ranks_per_host; each kind and size at most once).
+    pub ranks: usize,
+    /// Seconds one collective took (finite, >= 0).
+    pub seconds: f64,
+}
+
+impl PlanCollective {
+    /// A measured collective of `kind` over `ranks` ranks that took `seconds`.
+    pub fn new(kind: PlanCollectiveKind, ranks: usize, seconds: f64) -> PlanCollective {
+        PlanCollective { kind, ranks, seconds }
+    }
+}
+
+/// The machines (`weft_plan_cluster_t`); the default is `WEFT_PLAN_CLUSTER_INIT` (one host of one
+/// rank, no memory or bandwidth, no measured collectives: set those).
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlanCluster {
     /// Hosts (>= 1).
     pub hosts: usize,
@@ -95,6 +136,9 @@ pub struct PlanCluster {
     pub inter_bandwidth: f64,
     /// Seconds per message between hosts.
     pub inter_latency: f64,
+    /// Measured small collectives within one host (empty = none: every collective's latency
+    /// term from `intra_latency`).
+    pub intra_collectives: Vec<PlanCollective>,
 }
 
 impl Default for PlanCluster {
@@ -109,12 +153,15 @@ impl Default for PlanCluster {
             intra_latency: c.intra_latency,
             inter_bandwidth: c.inter_bandwidth,
             inter_latency: c.inter_latency,
+            intra_collectives: Vec::new(),
         }
     }
 }
 
 impl PlanCluster {
-    fn raw(&self) -> Result<sys::weft_plan_cluster_t> {
+    /// The C cluster and the `intra_collectives` array it points at: keep both alive (and the
+    /// array unmoved: its heap buffer is what the cluster points at) while the cluster is used.
+    fn raw(&self) -> Result<(sys::weft_plan_cluster_t, Vec<sys::weft_plan_collective_t>)> {
         let mut c = sys::WEFT_PLAN_CLUSTER_INIT;
         c.hosts = to_c_int(self.hosts, "PlanCluster::hosts")?;
         c.ranks_per_host = to_c_int(self.ranks_per_host, "PlanCluster::ranks_per_host")?;
@@ -124,7 +171,19 @@ impl PlanCluster {
         c.intra_latency = self.intra_latency;
         c.inter_bandwidth = self.inter_bandwidth;
         c.inter_latency = self.inter_latency;
-        Ok(c)
+        let mut measured = Vec::with_capacity(self.intra_collectives.len());
+        for (i, m) in self.intra_collectives.iter().enumerate() {
+            measured.push(sys::weft_plan_collective_t {
+                kind: m.kind.raw(),
+                ranks: to_c_int(m.ranks, &format!("PlanCluster::intra_collectives[{i}].ranks"))?,
+                seconds: m.seconds,
+            });
+        }
+        if !measured.is_empty() {
+            c.intra_collectives = measured.as_ptr();
+            c.num_intra_collectives = measured.len();
+        }
+        Ok((c, measured))
     }
 }
 
@@ -273,6 +332,7 @@ struct RawConfig {
     _names: Vec<CString>,
     _layers: Vec<sys::weft_plan_layer_t>,
     _cluster: Box<sys::weft_plan_cluster_t>,
+    _collectives: Vec<sys::weft_plan_collective_t>,
     _kinds: Vec<sys::weft_schedule_kind_t>,
     _layout: Box<sys::weft_plan_layout_t>,
 }
@@ -301,10 +361,11 @@ impl RawConfig {
             });
             names.push(name); // moving a CString keeps its heap buffer, so the pointer stays valid
         }
-        let cluster = Box::new(match cfg.cluster {
+        let (cluster, collectives) = match cfg.cluster {
             Some(c) => c.raw()?,
-            None => sys::WEFT_PLAN_CLUSTER_INIT,
-        });
+            None => (sys::WEFT_PLAN_CLUSTER_INIT, Vec::new()),
+        };
+        let cluster = Box::new(cluster);
         let kinds: Vec<_> = cfg.kinds.iter().flatten().map(|k| k.raw()).collect();
         let layout = Box::new(match &cfg.layout {
             Some(l) => l.raw()?,
@@ -333,7 +394,15 @@ impl RawConfig {
         c.max_microbatches = to_c_int(cfg.max_microbatches, "PlanConfig::max_microbatches")?;
         c.layout = if cfg.layout.is_some() { &*layout } else { ptr::null() };
         c.scaling = cfg.scaling as std::ffi::c_int;
-        Ok(RawConfig { config: c, _names: names, _layers: layers, _cluster: cluster, _kinds: kinds, _layout: layout })
+        Ok(RawConfig {
+            config: c,
+            _names: names,
+            _layers: layers,
+            _cluster: cluster,
+            _collectives: collectives,
+            _kinds: kinds,
+            _layout: layout,
+        })
     }
 }
 

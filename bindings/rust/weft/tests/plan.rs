@@ -1,8 +1,8 @@
 //! The planner (weft/plan.h) through the safe binding, one process: a one-layer model on 2 ranks
 //! against closed forms written here from plan.h's cost model (pure data parallelism: step,
 //! compute, communication, bytes sent, memory, and the Amdahl/Gustafson numbers; pure tensor
-//! parallelism: step and communication), the search's order and rules, the text files, and bad
-//! input refused with weft's message.
+//! parallelism: step and communication), measured collectives replacing a collective's latency
+//! term, the search's order and rules, the text files, and bad input refused with weft's message.
 //!
 //! The reference (plan.h): a dense layer of P parameters, forward f and backward b seconds per
 //! sample, on n samples in one micro-batch (GPipe, m = 1, pp = 1: no bubble) computes n (f + b).
@@ -19,7 +19,10 @@
 mod inject;
 
 use inject::Checks;
-use weft::{LayoutPlan, PlanCluster, PlanConfig, PlanFormat, PlanLayer, PlanLayout, ScheduleKind, Status};
+use weft::{
+    LayoutPlan, PlanCluster, PlanCollective, PlanCollectiveKind, PlanConfig, PlanFormat, PlanLayer, PlanLayout,
+    ScheduleKind, Status,
+};
 
 const P: f64 = 1000.0;
 const F: f64 = 1e-3;
@@ -163,6 +166,7 @@ fn every_field_reaches_the_library() {
         intra_latency: LAT,
         inter_bandwidth: ibw,
         inter_latency: ilat,
+        ..Default::default()
     };
     let by_flops = [PlanLayer {
         name: "fc".into(),
@@ -274,5 +278,99 @@ fn files_and_bad_input() {
     let e = ok("plan", predict(gpipe_m1(2, 1))).layout(5).expect_err("index past the end");
     k.equal("index status", e.status(), Status::InvalidArgument, |_| Status::Internal);
     std::fs::remove_dir_all(&dir).ok();
+    k.finish();
+}
+
+/// plan.h's measured collectives (the numbers of tests/unit/test_plan.cpp's
+/// MeasuredCollectivesSetTheirLatencyTerm): within a host a measured entry replaces a collective's
+/// latency term: the entry for the group's size, else the per-step cost of the nearest smaller
+/// size, else of the nearest larger (per step: seconds / 2 (n - 1) for an all-reduce, / (n - 1)
+/// for an all-to-all).
+#[test]
+fn measured_collectives_set_their_latency_term() {
+    use PlanCollectiveKind::{AllReduce, AllToAll};
+    let mut k = Checks::new("plan measured collectives");
+    let host = |ranks: usize, measured: &[(PlanCollectiveKind, usize, f64)]| PlanCluster {
+        ranks_per_host: ranks,
+        memory_per_rank: 1e12,
+        flops_per_rank: 1e12,
+        intra_bandwidth: 1e9,
+        intra_latency: 1e-5,
+        intra_collectives: measured.iter().map(|&(kind, n, s)| PlanCollective::new(kind, n, s)).collect(),
+        ..Default::default()
+    };
+    let step = |layers: &[PlanLayer], cl: &PlanCluster, batch: usize, ranks: usize, l: PlanLayout| {
+        let cfg = PlanConfig { global_batch: batch, ranks, layout: Some(l), ..PlanConfig::new(layers, cl) };
+        LayoutPlan::create(&cfg).and_then(|p| p.layout(0)).map(|l| l.step_seconds)
+    };
+    // tp 2 of a 2-rank host, fixed layout, m micro-batches of G / m samples: 3fG/2 compute and 4
+    // all-reduces of out x mbs per micro-batch, each (n-1)/n x 2 x bytes / bw = bytes / bw plus
+    // the latency term T: the measured all-reduce of 2 ranks, else 2 x intra_latency.
+    let (g, m, f, out, bw, a) = (4usize, 2usize, 0.004, 1e6, 1e9, 1e-5);
+    let mbs = (g / m) as f64;
+    let bytes = out * mbs / bw;
+    let dense =
+        [PlanLayer { name: "dense".into(), params: 1e3, forward_seconds: f, output_bytes: out, ..Default::default() }];
+    let tp = PlanLayout { tp: 2, schedule: Some(ScheduleKind::OneFOneB), microbatches: m, ..Default::default() };
+    let compute = 3.0 * f * g as f64 / 2.0;
+    let both = host(2, &[(AllToAll, 2, 5e-4), (AllReduce, 2, 7e-5)]);
+    let got = ok("tp 2, measured", step(&dense, &both, g, 0, tp));
+    k.close("tp 2, all-reduce of 2 measured at 70 us", got, compute + m as f64 * 4.0 * (bytes + 7e-5), REL);
+    let got = ok("tp 2, all-to-all only", step(&dense, &host(2, &[(AllToAll, 2, 5e-4)]), g, 0, tp));
+    k.close("tp 2, only all-to-alls measured: 2 latencies", got, compute + m as f64 * 4.0 * (bytes + 2.0 * a), REL);
+    let got = ok("tp 2, none", step(&dense, &host(2, &[]), g, 0, tp));
+    k.close("tp 2, nothing measured: 2 latencies", got, compute + m as f64 * 4.0 * (bytes + 2.0 * a), REL);
+
+    // ep 4 on 4 of 8 ranks, 8 samples: 2 per rank, one micro-batch; 4 all-to-alls (dispatch and
+    // combine in F and B) of (n-1)/n x top_k x out x B bytes, each with n - 1 = 3 steps of latency.
+    let (n, b) = (4usize, 2.0);
+    let moe = [PlanLayer {
+        name: "moe".into(),
+        experts: 8,
+        top_k: 2,
+        params: 4e6,
+        forward_seconds: 0.001,
+        output_bytes: 4e5,
+        ..Default::default()
+    }];
+    let moved = (n as f64 - 1.0) / n as f64 * 2.0 * 4e5 * b / bw;
+    let ep = PlanLayout { dp: n, ep: n, schedule: Some(ScheduleKind::OneFOneB), microbatches: 1, ..Default::default() };
+    type Table<'a> = &'a [(PlanCollectiveKind, usize, f64)];
+    let cases: [(&str, Table, f64); 3] = [
+        (
+            "ep 4: per step of the 2-rank entry",
+            &[(AllToAll, 2, 3e-5), (AllToAll, 8, 7e-4), (AllReduce, 4, 1.0)],
+            3.0 * 3e-5,
+        ),
+        ("ep 4: per step of the 8-rank entry", &[(AllToAll, 8, 7e-4)], 3.0 * 1e-4),
+        ("ep 4: the 4-rank entry itself", &[(AllToAll, 4, 2e-4), (AllToAll, 2, 1.0)], 2e-4),
+    ];
+    for (what, table, latency) in cases {
+        let got = ok(what, step(&moe, &host(8, table), 8, n, ep));
+        k.close(what, got, 3.0 * 0.001 * b + 4.0 * (latency + moved), REL);
+    }
+
+    // The cluster file's intra_allreduce key gives the same closed form.
+    let dir = std::env::temp_dir().join(format!("weft-plan-measured-rs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mf, cf) = (dir.join("model.txt"), dir.join("cluster.txt"));
+    std::fs::write(&mf, format!("layer name=dense params=1e3 fwd={f} out={out}\ntrain global_batch={g}\n")).unwrap();
+    std::fs::write(
+        &cf,
+        format!(
+            "cluster ranks_per_host=2 memory=1e12 flops=1e12 intra_bw={bw} intra_lat={a}\n\
+             cluster intra_allreduce=2:7e-5 intra_alltoall=2:5e-4\n"
+        ),
+    )
+    .unwrap();
+    let cfg = PlanConfig { layout: Some(tp), ..Default::default() };
+    let got = ok("load", LayoutPlan::load(&mf, &cf, Some(&cfg)).and_then(|p| p.layout(0)));
+    k.close("file: intra_allreduce=2:7e-5", got.step_seconds, compute + m as f64 * 4.0 * (bytes + 7e-5), REL);
+    std::fs::remove_dir_all(&dir).ok();
+
+    // A group larger than a host is refused, naming the entry.
+    let e = step(&dense, &host(2, &[(AllReduce, 8, 1e-6)]), g, 0, tp).expect_err("8 ranks on a 2-rank host");
+    k.equal("status", e.status(), Status::InvalidArgument, |_| Status::Internal);
+    k.contains("a group larger than a host", e.message(), "intra_collectives[0].ranks");
     k.finish();
 }
