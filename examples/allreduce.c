@@ -3,14 +3,7 @@
 #include <stdio.h>
 #include <weft/weft.h>
 
-#define CHECK(call)                                                                         \
-  do {                                                                                      \
-    weft_status_t st_ = (call);                                                             \
-    if (st_ != WEFT_OK) {                                                                   \
-      fprintf(stderr, "%s failed: %s\n  %s\n", #call, weft_status_string(st_), weft_last_error()); \
-      return 1;                                                                             \
-    }                                                                                       \
-  } while (0)
+#include "example_check.h"
 
 int main(void) {
   weft_comm_t comm;

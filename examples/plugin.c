@@ -14,14 +14,7 @@
 #include <unistd.h>
 #include <weft/weft.h>
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    weft_status_t st_ = (call);                                                                      \
-    if (st_ != WEFT_OK) {                                                                            \
-      fprintf(stderr, "%s failed: %s\n  %s\n", #call, weft_status_string(st_), weft_last_error()); \
-      exit(1);                                                                                       \
-    }                                                                                                \
-  } while (0)
+#include "example_check.h"
 
 enum { COUNT = 1000 };
 

@@ -16,14 +16,7 @@
 #include <string.h>
 #include <weft/weft.h>
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    weft_status_t st_ = (call);                                                                      \
-    if (st_ != WEFT_OK) {                                                                            \
-      fprintf(stderr, "%s failed: %s\n  %s\n", #call, weft_status_string(st_), weft_last_error()); \
-      exit(1);                                                                                       \
-    }                                                                                                \
-  } while (0)
+#include "example_check.h"
 
 enum { B = 4, D = 6, H = 9 }; /* batch, model width, hidden width (9 over 2 ranks: 5 + 4) */
 

@@ -10,14 +10,7 @@
 #include <stdlib.h>
 #include <weft/weft.h>
 
-#define CHECK(call)                                                                                  \
-  do {                                                                                               \
-    weft_status_t st_ = (call);                                                                      \
-    if (st_ != WEFT_OK) {                                                                            \
-      fprintf(stderr, "%s failed: %s\n  %s\n", #call, weft_status_string(st_), weft_last_error()); \
-      exit(1);                                                                                       \
-    }                                                                                                \
-  } while (0)
+#include "example_check.h"
 
 enum { IN = 5, BATCH = 8, STEPS = 30 };
 static const float kLr = 0.05f, kMomentum = 0.9f;
