@@ -91,7 +91,6 @@ std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t cou
 }
 
 plan::Cluster plan_cluster(const weft_plan_cluster_t* given) {
-  if (!given) fail(Status::invalid_argument, "config->cluster is NULL; expected weft_plan_cluster_t (WEFT_PLAN_CLUSTER_INIT)");
   const weft_plan_cluster_t c =
       read_struct(given, weft_plan_cluster_t(WEFT_PLAN_CLUSTER_INIT), "config->cluster", "WEFT_PLAN_CLUSTER_INIT");
   plan::Cluster k;

@@ -55,7 +55,6 @@ std::vector<double> per_stage(const double* arr, int n, Fallback fallback) {
 }
 
 pipeline::Costs read_costs(const weft_pipeline_costs_t* given, int stages) {
-  if (!given) fail(Status::invalid_argument, "costs is NULL; expected weft_pipeline_costs_t (WEFT_PIPELINE_COSTS_INIT)");
   const weft_pipeline_costs_t c =
       read_struct(given, weft_pipeline_costs_t(WEFT_PIPELINE_COSTS_INIT), "costs", "WEFT_PIPELINE_COSTS_INIT");
   if (c.nstages != stages) {
@@ -100,7 +99,6 @@ pipeline::Costs read_costs(const weft_pipeline_costs_t* given, int stages) {
 }
 
 pipeline::TuneConfig read_tune_config(const weft_tune_config_t* given) {
-  if (!given) fail(Status::invalid_argument, "config is NULL; expected weft_tune_config_t (WEFT_TUNE_CONFIG_INIT)");
   const weft_tune_config_t c = read_struct(given, weft_tune_config_t(WEFT_TUNE_CONFIG_INIT), "config", "WEFT_TUNE_CONFIG_INIT");
   pipeline::TuneConfig t;
   t.model = read_cost_model(c.cost_model, "config->cost_model");
