@@ -50,7 +50,11 @@ const char* const kUsageText =
     "  train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12      (optional, once)\n"
     "cluster file (one or more lines):\n"
     "  cluster hosts=H ranks_per_host=R memory=BYTES flops=F intra_bw=B intra_lat=S inter_bw=B inter_lat=S\n"
-    "    bandwidths per rank in bytes/s, latencies in s, flops per second per rank\n"
+    "          intra_allreduce=N:S,N:S,... intra_alltoall=N:S,...                  (optional)\n"
+    "    bandwidths per rank in bytes/s, latencies in s, flops per second per rank;\n"
+    "    intra_allreduce/intra_alltoall: seconds one small collective over N ranks of a host took\n"
+    "    with every rank computing (weft-bench --cluster-file measures them); they replace that\n"
+    "    collective's latency term within a host (weft/plan.h states the rule)\n"
     "Unknown keys and bad numbers are errors naming file:line and the key.\n"
     "Exit status: 0 done, 1 refused, 2 usage.\n";
 
