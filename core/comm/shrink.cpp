@@ -61,8 +61,9 @@ int test_drop_rank() {
   return v && *v ? std::atoi(v) : -1;
 }
 
-// Send buffers of sends a dead peer never took: the transport may still read them, so they
-// live as long as the process (one small message per such send).
+// Buffers of sends a dead peer never took and of receives a cancel did not finish: the
+// transport may still read or write them, so they live as long as the process (one small
+// message each).
 std::mutex g_orphans_mutex;
 std::deque<std::vector<uint8_t>> g_orphan_buffers;
 
@@ -152,9 +153,18 @@ Agreement::~Agreement() {
   while (!grace.expired() && std::any_of(pending.begin(), pending.end(), [](Op* op) { return !op->finished(); })) {
     if (!t_.progress()) backoff.pause();
   }
-  for (auto& ops : recv_)
-    for (auto& op : ops)
-      if (op && !op->finished()) world_.bury(std::move(op));  // cancelled: its buffer is no longer written
+  // A receive still unfinished after its cancel may already be matched (a cancel cannot stop a
+  // message that is being delivered), so its buffer may yet be written: it stays alive with the
+  // orphaned send buffers rather than die with this object.
+  for (uint32_t kind : {kReport, kDecide}) {
+    for (size_t p = 0; p < recv_[kind].size(); ++p) {
+      std::unique_ptr<Op>& op = recv_[kind][p];
+      if (!op || op->finished()) continue;
+      world_.bury(std::move(op));
+      std::lock_guard<std::mutex> lock(g_orphans_mutex);
+      g_orphan_buffers.push_back(std::move(in_[kind][p]));
+    }
+  }
   for (size_t i = 0; i < sends_.size(); ++i) {
     if (sends_[i]->finished()) continue;
     world_.bury(std::move(sends_[i]));
