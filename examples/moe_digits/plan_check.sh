@@ -13,7 +13,7 @@ data=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
 [ -r "$data" ] || { echo "SKIP: $data missing (apt-get install python3-sklearn)"; exit 77; }
 rm -rf "$out" && mkdir -p "$out"
 "$weftrun" -n 2 --timeout 60 "$demo" --profile-layers "$out/model.txt" || { echo "FAILED: the profile"; exit 1; }
-"$weftrun" -n 2 --timeout 60 "$bench" --cluster-file "$out/cluster.txt" --seconds 0.005 >/dev/null ||
+"$weftrun" -n 2 --timeout 60 "$bench" --cluster-file "$out/cluster.txt" --seconds 0.005 --collectives on >/dev/null ||
   { echo "FAILED: weft-bench --cluster-file"; exit 1; }
 "$plan" --model "$out/model.txt" --cluster "$out/cluster.txt" --layout dp=2,zero=1 --json >"$out/plan.json" ||
   { echo "FAILED: weft-plan refused the files"; cat "$out/model.txt" "$out/cluster.txt"; exit 1; }

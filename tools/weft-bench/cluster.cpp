@@ -24,7 +24,7 @@ namespace {
 
 const char* kClusterUsage =
     "usage: weft-bench --cluster-file PATH [--memory BYTES] [--flops F] [--pattern pairs|ring|pair]\n"
-    "                  [--large SIZE] [--seconds S]\n"
+    "                  [--large SIZE] [--seconds S] [--collectives off|on]\n"
     "  Measures this job's ranks and writes weft-plan's cluster file (run it under weftrun with\n"
     "  the ranks a training run would use: weftrun -n 8 weft-bench --cluster-file c.txt).\n"
     "  --memory BYTES  memory per rank to write (default: physical memory / ranks per host)\n"
@@ -34,7 +34,10 @@ const char* kClusterUsage =
     "                  step wait; ring: every host's ranks shift around a ring at once; pair: one\n"
     "                  pair while the others wait (an idle link)\n"
     "  --large SIZE    the bandwidth message (default 1M); latency uses 8 bytes\n"
-    "  --seconds S     each timed batch's length (per size, link and ring order; default 0.05)\n";
+    "  --seconds S     each timed batch's length (per size, link and ring order; default 0.05)\n"
+    "  --collectives C on: also write the busy probe's costs per group size as intra_allreduce=\n"
+    "                  and intra_alltoall= (weft-plan then prices a host's collectives from them);\n"
+    "                  off (default): they stay comments (docs/planner.md says why)\n";
 
 struct ClusterOptions {
   std::string path;
@@ -43,6 +46,7 @@ struct ClusterOptions {
   Pattern pattern = Pattern::pairs;
   size_t large = size_t{1} << 20;
   double seconds = 0.05;
+  bool collectives = false;  // write intra_allreduce= / intra_alltoall=
 };
 
 double parse_positive(const std::string& flag, const std::string& v) {
@@ -81,6 +85,9 @@ ClusterOptions parse_cluster_options(int argc, char** argv) {
       if (o.large <= 64) throw UsageError("--large must exceed 64 bytes (latency uses 8), got '" + v + "'");
     } else if (a == "--seconds") {
       o.seconds = parse_positive(a, v);
+    } else if (a == "--collectives") {
+      if (v != "on" && v != "off") throw UsageError("--collectives expects on or off, got '" + v + "'");
+      o.collectives = v == "on";
     } else {
       throw UsageError("unknown option " + a + " with --cluster-file");
     }
@@ -148,8 +155,11 @@ std::vector<std::string> file_lines(const ClusterOptions& o, const Topology& top
   // bursts it costs what the busy probe measured, which with ranks outnumbering cores is mostly
   // waiting for descheduled ranks: the latency stated (which also prices the pipeline's
   // transfers) is the larger of the ping-pong's and the one at which weft-plan's price of the
-  // host-wide all-reduce equals the measured cost. The collectives themselves get the measured
-  // costs per kind and group size (intra_allreduce, intra_alltoall; weft/plan.h).
+  // host-wide all-reduce equals the measured cost. With --collectives on, the collectives
+  // themselves get the measured costs per kind and group size (intra_allreduce, intra_alltoall;
+  // weft/plan.h). Off by default: with 8 ranks on 2 cores the lockstep probe costs every group
+  // size about the same (85-125 us), where a training step pays far less for a 2-rank group,
+  // and the demo's predictions got worse with them (docs/planner.md).
   double intra_lat = a.small_s;
   std::string measured;
   if (!busy.costs.empty() && intra.rings > 0) {
@@ -172,6 +182,10 @@ std::vector<std::string> file_lines(const ClusterOptions& o, const Topology& top
       measured += std::string(alltoall ? " intra_alltoall=" : " intra_allreduce=") + list;
     }
     out.push_back("# intra_lat = the larger of the ping-pong's and the host-wide busy all-reduce's per-step latency");
+    if (!o.collectives) {
+      out.push_back("# --collectives on would add:" + measured);
+      measured.clear();
+    }
   }
   const double inter_lat = inter.rings > 0 ? e.small_s : intra_lat;
   std::snprintf(b, sizeof b,
