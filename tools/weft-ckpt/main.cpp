@@ -21,12 +21,25 @@ const char* dtype_text(weft_dtype_t d) {
   return i >= 0 && i < WEFT_NUM_DTYPES ? kNames[i] : "?";
 }
 
+const char* const kUsage =
+    "usage: weft-ckpt info DIR\n"
+    "       weft-ckpt verify DIR\n"
+    "       weft-ckpt export --safetensors OUT DIR\n";
+
+const char* const kHelp =
+    "  Looks into a distributed checkpoint directory (written by weft_checkpoint_save) through\n"
+    "  the C ABI only; no communicator, no ranks.\n"
+    "  info DIR        every tensor: name, dtype, global shape, shard count and bytes, then the total\n"
+    "  verify DIR      reads every shard and checks its length and CRC-32C against the index\n"
+    "  export --safetensors OUT DIR\n"
+    "                  writes one safetensors file OUT with every tensor assembled from its shards\n"
+    "  -h, --help      this text\n"
+    "Exit status: 0 done, 1 the checkpoint failed (the message names the file and the tensor),\n"
+    "2 usage.\n";
+
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "weft-ckpt: %s\n", why);
-  std::fprintf(stderr,
-               "usage: weft-ckpt info DIR\n"
-               "       weft-ckpt verify DIR\n"
-               "       weft-ckpt export --safetensors OUT DIR\n");
+  std::fputs(kUsage, stderr);
   return 2;
 }
 
@@ -97,7 +110,11 @@ int export_safetensors(const char* out, const char* dir) {
 int main(int argc, char** argv) {
   if (argc < 2) return usage(nullptr);
   const std::string cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help") return usage(nullptr), 0;
+  if (cmd == "-h" || cmd == "--help") {
+    std::fputs(kUsage, stdout);
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
   if (cmd == "info" && argc == 3) return info(argv[2]);
   if (cmd == "verify" && argc == 3) return verify(argv[2]);
   if (cmd == "export" && argc == 5 && std::strcmp(argv[2], "--safetensors") == 0) {

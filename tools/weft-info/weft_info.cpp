@@ -40,9 +40,19 @@ const char* dtype_name(weft_dtype_t d) {
   return i >= 0 && i < static_cast<int>(sizeof names / sizeof *names) ? names[i] : "?";
 }
 
+const char* const kHelp =
+    "usage: weft-info [--plugin PATH]\n"
+    "  Says what this weft is: its version, its C ABI version, the plugin ABI, and whether the\n"
+    "  build includes CUDA and NCCL (UCX always). Uses the public library only, so it also shows\n"
+    "  which libweft.so the loader found.\n"
+    "  --plugin PATH   also load the plugin at PATH as weft_plugin_load does and print its\n"
+    "                  manifest: name, version, plugin ABI and every entry (kind, name, dtypes)\n"
+    "  -h, --help      this text\n"
+    "Exit status: 0 done, 1 the plugin was refused (the reason on stderr), 2 usage.\n";
+
 int usage(const char* why) {
   if (why) std::fprintf(stderr, "weft-info: %s\n", why);
-  std::fprintf(stderr, "usage: weft-info [--plugin PATH]\n");
+  std::fprintf(stderr, "usage: weft-info [--plugin PATH] (--help says more)\n");
   return 2;
 }
 
@@ -95,7 +105,7 @@ int main(int argc, char** argv) {
       if (plugin) return usage("--plugin given twice");
       plugin = argv[++i];
     } else if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      usage(nullptr);
+      std::fputs(kHelp, stdout);
       return 0;
     } else {
       return usage(("unknown argument '" + std::string(argv[i]) + "'").c_str());
