@@ -215,11 +215,30 @@ function _drain()
     finally
         unlock(_pending_lock)
     end
+    # An unreachable communicator's dropped requests: those complete are freed; while any is
+    # still pending, the communicator and those requests go back to the queue for a later call
+    # (the free would block this thread, which may be busy with another communicator, until the
+    # operation ends or its deadline fails it). No thread uses an unreachable communicator, so
+    # testing its requests here races with nobody; each item is taken by one thread only.
+    kept = Set{Ptr{Cvoid}}()
     for (kind, h, x) in items
         kind === :request && weft_request_free(h)   # waits for it; its arrays are rooted in items
-        if kind === :comm   # an unreachable communicator's dropped requests, before it goes
-            for (rh, _) in x
-                weft_request_free(rh)
+        if kind === :comm
+            still = Any[]
+            done = Ref{Cint}(0)
+            for item in x
+                st = weft_test(item[1], done)   # a failed operation's error is dropped with it
+                st == Cint(IN_PROGRESS) ? push!(still, item) : weft_request_free(item[1])
+            end
+            if !isempty(still)
+                push!(kept, h)
+                lock(_pending_lock)
+                try
+                    push!(_pending, (:comm, h, still))
+                    Threads.atomic_add!(_npending, 1 + length(still))
+                finally
+                    unlock(_pending_lock)
+                end
             end
         end
     end
@@ -229,7 +248,7 @@ function _drain()
     _drain_training(items)   # bucketers and ZeRO handles, before their communicators and meshes (training.jl)
     _drain_mesh_family(items)   # sharded tensors, checkpoints, then meshes (mesh.jl)
     for (kind, h, _) in items
-        kind === :comm && weft_comm_destroy(h)
+        kind === :comm && !(h in kept) && weft_comm_destroy(h)
     end
     return nothing
 end
