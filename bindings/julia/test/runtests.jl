@@ -176,11 +176,14 @@ function single_rank_tests()
         # the next call on any thread drains (nobody can be using an unreachable communicator):
         # complete requests are freed, a pending one waits for a later call with its
         # communicator, so no call blocks on another communicator's operation.
-        drained() = (for _ in 1:100                # a bound, not a spin: each call drains again
-                         Weft.pending_count() == 0 && break
-                         barrier(c)
-                         sleep(0.01)
-                     end; Weft.pending_count())
+        function drained()                          # a bound, not a spin: each call drains again
+            for _ in 1:100
+                Weft.pending_count() == 0 && break
+                barrier(c)
+                sleep(0.01)
+            end
+            return Weft.pending_count()
+        end
         req = allreduce!(tmp, zeros(8); async=true)
         Weft._finalize_request(req)
         Weft._finalize_comm(tmp)
