@@ -39,13 +39,17 @@ int main(void) {
   const double block_params = 4 * width * width + 2 * width * hidden; /* attention + MLP */
   const double expert_params = 2 * width * hidden;
   weft_plan_layer_t layers[4] = {
-      /* name, count, experts, top_k, tensor_parallel, params, forward_flops, fwd s, bwd s,
-       * activation bytes, output bytes, context bytes (per sample) */
-      {"embed", 1, 0, 1, 0, 32000 * width, 2 * tokens * width, 0, 0, act_bytes, act_bytes, 0},
-      {"block", 8, 0, 1, 1, block_params, 2 * tokens * block_params, 0, 0, 10 * act_bytes, act_bytes, 0},
-      {"moe_block", 2, 8, 2, 1, 4 * width * width + 8 * expert_params,
-       2 * tokens * (4 * width * width + 2 * expert_params), 0, 0, 14 * act_bytes, act_bytes, 0},
-      {"head", 1, 0, 1, 1, 32000 * width, 2 * tokens * 32000 * width, 0, 0, tokens * 32000 * 2, 64, 0},
+      /* Per sample: forward flops, activation bytes kept, output bytes (context bytes 0: cp only
+       * splits the work). Unset fields are 0: times come from flops / the cluster's flops. */
+      {.name = "embed", .count = 1, .top_k = 1, .tensor_parallel = 0, .params = 32000 * width,
+       .forward_flops = 2 * tokens * width, .activation_bytes = act_bytes, .output_bytes = act_bytes},
+      {.name = "block", .count = 8, .top_k = 1, .tensor_parallel = 1, .params = block_params,
+       .forward_flops = 2 * tokens * block_params, .activation_bytes = 10 * act_bytes, .output_bytes = act_bytes},
+      {.name = "moe_block", .count = 2, .experts = 8, .top_k = 2, .tensor_parallel = 1,
+       .params = 4 * width * width + 8 * expert_params, .forward_flops = 2 * tokens * (4 * width * width + 2 * expert_params),
+       .activation_bytes = 14 * act_bytes, .output_bytes = act_bytes},
+      {.name = "head", .count = 1, .top_k = 1, .tensor_parallel = 1, .params = 32000 * width,
+       .forward_flops = 2 * tokens * 32000 * width, .activation_bytes = tokens * 32000 * 2, .output_bytes = 64},
   };
   weft_plan_cluster_t cluster = WEFT_PLAN_CLUSTER_INIT;
   cluster.hosts = 2;

@@ -50,7 +50,7 @@ WEFT_API weft_status_t weft_plan_create(const weft_plan_config_t* config, weft_p
     if (!config) fail(Status::invalid_argument, "config is NULL; expected weft_plan_config_t (WEFT_PLAN_CONFIG_INIT)");
     const weft_plan_config_t c = plan_config(config);
     plan::Options o = plan_options(c);
-    o.layers = plan_layers(c.layers, c.num_layers);
+    o.layers = plan_layers(c.layers, c.num_layers, c.layer_size);
     o.cluster = plan_cluster(c.cluster);
     hand_out(plan::make_plan(o), c.scaling != 0, plan);
   });

@@ -1,6 +1,7 @@
 // weft/plan.h's structs into core/plan/'s types and back, and the plan handles' registry.
 // Callers' structs are read by struct_size (older callers pass fewer fields) and their enums
 // by their bits (shim.h: a C int outside an enum's range is UB to load in C++).
+#include <cstddef>
 #include <cstring>
 
 #include "capi/src/plan_convert.h"
@@ -10,7 +11,10 @@
 
 namespace weft::capi {
 
-static_assert(sizeof(weft_plan_layer_t) == 80, "weft_plan_layer_t is an array element: its layout is frozen");
+// weft_plan_layer_t grows only at its end; the first release's stride (config->layer_size 0).
+constexpr size_t kFirstLayerSize = offsetof(weft_plan_layer_t, context_bytes) + sizeof(double);
+static_assert(kFirstLayerSize == 80, "the first release's weft_plan_layer_t was 80 bytes");
+static_assert(sizeof(weft_plan_layer_t) == 96, "weft_plan_layer_t's fields are only ever appended");
 
 namespace {
 
@@ -23,8 +27,10 @@ auto& plans() {
 }  // namespace
 
 weft_plan_config_t plan_config(const weft_plan_config_t* given) {
-  const weft_plan_config_t d = WEFT_PLAN_CONFIG_INIT;
-  return given ? read_struct(given, d, "config", "WEFT_PLAN_CONFIG_INIT") : d;
+  weft_plan_config_t d = WEFT_PLAN_CONFIG_INIT;
+  if (!given) return d;
+  d.layer_size = 0;  // a config too short to have the field comes from a caller of the first layout
+  return read_struct(given, d, "config", "WEFT_PLAN_CONFIG_INIT");
 }
 
 plan::Options plan_options(const weft_plan_config_t& c) {
@@ -64,11 +70,19 @@ plan::Options plan_options(const weft_plan_config_t& c) {
   return o;
 }
 
-std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t count) {
+std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t count, size_t layer_size) {
   if (count > 0 && !layers) fail(Status::invalid_argument, "config->layers is NULL with num_layers = %zu", count);
+  const size_t stride = layer_size == 0 ? kFirstLayerSize : layer_size;
+  if (stride != kFirstLayerSize && stride != sizeof(weft_plan_layer_t)) {  // the sizes weft/plan.h ever had
+    fail(Status::invalid_argument,
+         "config->layer_size = %zu; expected sizeof(weft_plan_layer_t) = %zu (WEFT_PLAN_CONFIG_INIT sets it) or a "
+         "size of an earlier release (%zu; 0 means that one)",
+         layer_size, sizeof(weft_plan_layer_t), kFirstLayerSize);
+  }
   std::vector<plan::Layer> out;
   for (size_t i = 0; i < count; ++i) {
-    const weft_plan_layer_t& l = layers[i];
+    weft_plan_layer_t l{};  // fields past the caller's stride keep their zero defaults
+    std::memcpy(&l, reinterpret_cast<const char*>(layers) + i * stride, stride);
     plan::Layer x;
     if (l.name) x.name = l.name;
     x.count = l.count;
@@ -85,6 +99,8 @@ std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t cou
     x.activation_bytes = l.activation_bytes;
     x.output_bytes = l.output_bytes;
     x.context_bytes = l.context_bytes;
+    x.tp_replicated = l.tp_replicated;  // core/plan/check.cpp judges both
+    x.tp_allreduces = l.tp_allreduces;
     out.push_back(std::move(x));
   }
   return out;

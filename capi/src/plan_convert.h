@@ -25,7 +25,7 @@ weft_plan_config_t plan_config(const weft_plan_config_t* given);
 // The options of a full config: everything but layers and cluster, which the caller sets (from
 // the arrays or from the files). Throws naming the field.
 plan::Options plan_options(const weft_plan_config_t& c);
-std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t count);
+std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t count, size_t layer_size);
 plan::Cluster plan_cluster(const weft_plan_cluster_t* cluster);
 weft_plan_layout_t plan_layout_out(const plan::Layout& x);
 

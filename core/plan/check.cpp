@@ -12,6 +12,7 @@ namespace {
 // Beyond these the search would run for hours: they are typos, not machines or models.
 constexpr long long kMaxRanks = 1 << 20;
 constexpr long long kMaxLayerCopies = 1 << 16;
+constexpr int kMaxAllreduces = 64;  // per layer and direction
 
 void finite(double v, const std::string& field) {
   if (!std::isfinite(v) || v < 0) fail(Status::invalid_argument, "%s = %g; expected a finite value >= 0", field.c_str(), v);
@@ -82,6 +83,15 @@ Options checked(Options o) {
     finite(l.activation_bytes, at("layers", i, "activation_bytes"));
     finite(l.output_bytes, at("layers", i, "output_bytes"));
     finite(l.context_bytes, at("layers", i, "context_bytes"));
+    finite(l.tp_replicated, at("layers", i, "tp_replicated"));
+    if (l.tp_replicated > 1) {
+      fail(Status::invalid_argument, "%s = %g; expected a share 0..1", at("layers", i, "tp_replicated").c_str(),
+           l.tp_replicated);
+    }
+    if (l.tp_allreduces < 0 || l.tp_allreduces > kMaxAllreduces) {
+      fail(Status::invalid_argument, "%s = %d; expected 0 (= 2) .. %d", at("layers", i, "tp_allreduces").c_str(),
+           l.tp_allreduces, kMaxAllreduces);
+    }
     if (l.forward_seconds == 0 && l.forward_flops > 0 && !(c.flops > 0)) {
       fail(Status::invalid_argument, "%s = %g without forward_seconds needs cluster.flops_per_rank > 0 (it is %g)",
            at("layers", i, "forward_flops").c_str(), l.forward_flops, c.flops);

@@ -16,6 +16,15 @@ Link link_for(const Cluster& c, long long span) {
 
 namespace {
 
+// A layer's share of its per-sample time on one rank of a tp x cp group: the tp ranks split a
+// splittable layer's work, and an MoE layer's tokens, except its tp_replicated share, which each
+// runs whole; cp splits the sequence of every layer. A non-splittable dense layer runs whole on
+// each tp rank.
+double work_share(const Layer& L, int tp, int cp) {
+  if (L.experts == 0 && !L.tensor_parallel) return 1.0 / cp;
+  return (L.tp_replicated + (1 - L.tp_replicated) / tp) / cp;
+}
+
 double ring_steps(Collective kind, int n) { return kind == Collective::allreduce ? 2.0 * (n - 1) : n - 1.0; }
 
 }  // namespace
@@ -77,11 +86,10 @@ LayerPrice price_layer(const Layer& L, const Options& o, const Layout& x, int mb
   p.expert = L.experts > 0;
   const double f = L.forward_seconds > 0 ? L.forward_seconds : (L.forward_flops > 0 ? L.forward_flops / c.flops : 0);
   const double b = L.backward_seconds > 0 ? L.backward_seconds : 2 * f;
-  // The tp ranks split a splittable layer's work, and an MoE layer's tokens; cp splits the
-  // sequence of every layer. A non-splittable dense layer runs whole on each tp rank.
+  const double share = work_share(L, x.tp, x.cp);
+  p.forward = f * mbs * share;
+  p.backward = b * mbs * share;
   const int split = (p.expert || L.tensor_parallel) ? x.tp * x.cp : x.cp;
-  p.forward = f * mbs / split;
-  p.backward = b * mbs / split;
   p.activation = L.activation_bytes * mbs / split;
   const double out = L.output_bytes * mbs / x.cp;  // one rank's share of the sequence
   if (p.expert) {
@@ -100,11 +108,12 @@ LayerPrice price_layer(const Layer& L, const Options& o, const Layout& x, int mb
     }
   } else if (L.tensor_parallel) {
     p.params = L.params / x.tp;
-    const Cost ar = ring_allreduce(x.tp, out, link_for(c, x.tp));  // Megatron: 2 forward, 2 backward
-    p.comm_f += ar;
-    p.comm_f += ar;
-    p.comm_b += ar;
-    p.comm_b += ar;
+    const Cost ar = ring_allreduce(x.tp, out, link_for(c, x.tp));
+    const int n = L.tp_allreduces > 0 ? L.tp_allreduces : 2;  // 2: Megatron's block, attention + MLP
+    for (int k = 0; k < n; ++k) {
+      p.comm_f += ar;
+      p.comm_b += ar;
+    }
   } else {
     p.params = L.params;
   }
@@ -165,7 +174,7 @@ const std::vector<size_t>& Pricer::bounds(int S, const Layout& x) const {
     const Layer& L = o_.layers[static_cast<size_t>(k)];
     const double f = L.forward_seconds > 0 ? L.forward_seconds : (L.forward_flops > 0 ? L.forward_flops / o_.cluster.flops : 0);
     const double b = L.backward_seconds > 0 ? L.backward_seconds : 2 * f;
-    w.push_back((f + b) / ((L.experts > 0 || L.tensor_parallel) ? x.tp * x.cp : x.cp));
+    w.push_back((f + b) * work_share(L, x.tp, x.cp));
     total += w.back();
     most = std::max(most, w.back());
   }

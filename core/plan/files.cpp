@@ -129,7 +129,7 @@ Layer parse_layer(const Line& l, const std::string& path) {
   const Reader r{path, l.number};
   Layer layer;
   std::set<std::string> seen;
-  apply(l, path, seen, "name count params flops fwd bwd act out experts topk tp kv", [&](const std::string& k,
+  apply(l, path, seen, "name count params flops fwd bwd act out experts topk tp kv tp_rep tp_ar", [&](const std::string& k,
                                                                                           const std::string& v) {
     if (k == "name") layer.name = v;
     else if (k == "count") layer.count = r.integer(k, v);
@@ -142,6 +142,19 @@ Layer parse_layer(const Line& l, const std::string& path) {
     else if (k == "experts") layer.experts = r.integer(k, v);
     else if (k == "topk") layer.top_k = r.integer(k, v);
     else if (k == "kv") layer.context_bytes = r.number(k, v);
+    else if (k == "tp_rep") {
+      layer.tp_replicated = r.number(k, v);
+      if (layer.tp_replicated > 1) {
+        fail(Status::invalid_argument, "%s:%d: key 'tp_rep': %s; expected a share 0..1", path.c_str(), l.number,
+             v.c_str());
+      }
+    } else if (k == "tp_ar") {
+      layer.tp_allreduces = r.integer(k, v);
+      if (layer.tp_allreduces > 64) {
+        fail(Status::invalid_argument, "%s:%d: key 'tp_ar': %d; expected 0 (= 2) .. 64", path.c_str(), l.number,
+             layer.tp_allreduces);
+      }
+    }
     else if (k == "tp") {
       const int t = r.integer(k, v);
       if (t > 1) fail(Status::invalid_argument, "%s:%d: key 'tp': %d; expected 0 or 1", path.c_str(), l.number, t);

@@ -21,6 +21,8 @@ struct Layer {
   bool tensor_parallel = true;
   double params = 0, forward_flops = 0, forward_seconds = 0, backward_seconds = 0;
   double activation_bytes = 0, output_bytes = 0, context_bytes = 0;
+  double tp_replicated = 0;  // share of a tp-split layer's time every tp rank runs whole
+  int tp_allreduces = 0;     // per direction and micro-batch of a splittable layer; 0 = 2
 };
 
 // A small collective measured within one host while every rank computed (weft_plan_collective_t).

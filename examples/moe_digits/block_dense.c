@@ -1,6 +1,6 @@
-/* Block A: the input projection and a Megatron tensor-parallel MLP (W1 column-sharded, W2
- * row-sharded) over the "tp" mesh dim: one all-reduce in forward (REDUCE region) and one in
- * backward (COPY region's backward). */
+/* Block A: the input projection, which every tp rank runs whole, and a Megatron tensor-parallel
+ * MLP (W1 column-sharded, W2 row-sharded) over the "tp" mesh dim: one all-reduce in forward
+ * (REDUCE region) and one in backward (COPY region's backward). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,19 +43,23 @@ void chunk_of(size_t n, int r, int ranks, size_t *start, size_t *len) {
 
 static float *alloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
-int dense_forward(struct model *m, struct dense_cache *c, const float *x, size_t t, float *h1) {
-  const size_t fl = (size_t)(FFN / m->lay.tp);
+void dense_input_forward(struct model *m, struct dense_cache *c, const float *x, size_t t) {
   const struct param *p = m->p;
   c->t = t;
   c->x = alloc(t * IN_DIM);
   c->pre0 = alloc(t * HIDDEN);
   c->h0 = alloc(t * HIDDEN);
-  c->pre1 = alloc(t * fl);
-  c->a1 = alloc(t * fl);
-  c->h1 = alloc(t * HIDDEN);
   for (size_t i = 0; i < t * IN_DIM; ++i) c->x[i] = x[i];
   mm(c->x, p[P_WIN].value, p[P_BIN].value, c->pre0, t, IN_DIM, HIDDEN);
   relu(c->pre0, c->h0, t * HIDDEN);
+}
+
+int dense_mlp_forward(struct model *m, struct dense_cache *c, float *h1) {
+  const size_t t = c->t, fl = (size_t)(FFN / m->lay.tp);
+  const struct param *p = m->p;
+  c->pre1 = alloc(t * fl);
+  c->a1 = alloc(t * fl);
+  c->h1 = alloc(t * HIDDEN);
   mm(c->h0, p[P_W1].value, p[P_B1].value, c->pre1, t, HIDDEN, fl);
   relu(c->pre1, c->a1, t * fl);
   /* This rank's partial sum over its F/M hidden units, then the sum over the tp group, in
@@ -77,7 +81,12 @@ int dense_forward(struct model *m, struct dense_cache *c, const float *x, size_t
   return 0;
 }
 
-int dense_backward_input(struct model *m, struct dense_cache *c, const float *dh1) {
+int dense_forward(struct model *m, struct dense_cache *c, const float *x, size_t t, float *h1) {
+  dense_input_forward(m, c, x, t);
+  return dense_mlp_forward(m, c, h1);
+}
+
+int dense_mlp_backward_input(struct model *m, struct dense_cache *c, const float *dh1) {
   const size_t t = c->t, fl = (size_t)(FFN / m->lay.tp);
   const struct param *p = m->p;
   c->dh1 = alloc(t * HIDDEN);
@@ -94,20 +103,35 @@ int dense_backward_input(struct model *m, struct dense_cache *c, const float *dh
   weft_status_t st = weft_region_apply(m->mesh, "tp", WEFT_REGION_COPY, 1, 0, &dv.t, &dv.t, NULL, NULL);
   for (size_t i = 0; i < t * HIDDEN; ++i) c->dpre0[i] = (float)dh0[i] + c->dh1[i]; /* + the residual path */
   free(dh0);
-  if (st != WEFT_OK) return report("block A backward: weft_region_apply(COPY backward)", st);
-  relu_grad(c->pre0, c->dpre0, t * HIDDEN);
+  return st == WEFT_OK ? 0 : report("block A backward: weft_region_apply(COPY backward)", st);
+}
+
+void dense_input_backward_input(struct dense_cache *c) { relu_grad(c->pre0, c->dpre0, c->t * HIDDEN); }
+
+int dense_backward_input(struct model *m, struct dense_cache *c, const float *dh1) {
+  if (dense_mlp_backward_input(m, c, dh1)) return 1;
+  dense_input_backward_input(c);
   return 0;
 }
 
-void dense_backward_weight(struct model *m, struct dense_cache *c) {
+void dense_mlp_backward_weight(struct model *m, struct dense_cache *c) {
   const size_t t = c->t, fl = (size_t)(FFN / m->lay.tp);
   struct param *p = m->p;
   mm_tn_acc(c->a1, c->dh1, p[P_W2].grad, t, fl, HIDDEN);
   colsum_acc(c->dh1, p[P_B2].grad, t, HIDDEN);
   mm_tn_acc(c->h0, c->dpre1, p[P_W1].grad, t, HIDDEN, fl);
   colsum_acc(c->dpre1, p[P_B1].grad, t, fl);
-  mm_tn_acc(c->x, c->dpre0, p[P_WIN].grad, t, IN_DIM, HIDDEN);
-  colsum_acc(c->dpre0, p[P_BIN].grad, t, HIDDEN);
+}
+
+void dense_input_backward_weight(struct model *m, struct dense_cache *c) {
+  struct param *p = m->p;
+  mm_tn_acc(c->x, c->dpre0, p[P_WIN].grad, c->t, IN_DIM, HIDDEN);
+  colsum_acc(c->dpre0, p[P_BIN].grad, c->t, HIDDEN);
+}
+
+void dense_backward_weight(struct model *m, struct dense_cache *c) {
+  dense_mlp_backward_weight(m, c);
+  dense_input_backward_weight(m, c);
 }
 
 void dense_free(struct dense_cache *c) {

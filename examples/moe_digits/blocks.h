@@ -26,6 +26,15 @@ struct moe_cache {
 
 /* h1[t, H] = block A of x[t, 64]. */
 int dense_forward(struct model *m, struct dense_cache *c, const float *x, size_t t, float *h1);
+/* Block A's two parts, which profile.c times apart: the input projection, which every tp rank
+ * runs whole, and the MLP, which the tp ranks split. dense_forward is input then MLP,
+ * dense_backward_input MLP then input, dense_backward_weight both. */
+void dense_input_forward(struct model *m, struct dense_cache *c, const float *x, size_t t);
+int dense_mlp_forward(struct model *m, struct dense_cache *c, float *h1);
+int dense_mlp_backward_input(struct model *m, struct dense_cache *c, const float *dh1);
+void dense_input_backward_input(struct dense_cache *c);
+void dense_mlp_backward_weight(struct model *m, struct dense_cache *c);
+void dense_input_backward_weight(struct model *m, struct dense_cache *c);
 /* dx is not needed (block A is first): the gradient w.r.t. h1 gives everything W needs. */
 int dense_backward_input(struct model *m, struct dense_cache *c, const float *dh1);
 void dense_backward_weight(struct model *m, struct dense_cache *c);

@@ -38,6 +38,7 @@ expected = [  # (row, key, value): the closed forms
     (0, "act", 4 * (IN + 2 * H + 2 * F + H)),             # x, pre0, h0, pre1, a1, h1: 1152
     (1, "act", 4 * (2 * H + E + 2 * K + C + K * (H + 2 * FE))),  # 1112
     (0, "out", 4 * H), (1, "out", 4 * H), (1, "experts", E), (1, "topk", K), (0, "tp", 1), (1, "tp", 0),
+    (0, "tp_ar", 1),  # block A's MLP: one all-reduce over tp each way
 ]
 def mismatches(table):
     bad = [f"layer {r} {k}={layers[r].get(k)}, expected {v}" for r, k, v in table if float(layers[r].get(k, "nan")) != v]
@@ -45,6 +46,10 @@ def mismatches(table):
         for k in ("fwd", "bwd"):
             if not float(layers[r][k]) > 0:
                 bad.append(f"layer {r} {k}={layers[r][k]}, expected > 0")
+    # Block A's input projection (a third of its flops) runs whole on every tp rank: a share
+    # strictly between 0 and 1 of its time; block B has none.
+    if not 0 < float(layers[0].get("tp_rep", "nan")) < 1 or "tp_rep" in layers[1]:
+        bad.append(f"tp_rep {layers[0].get('tp_rep')} / {layers[1].get('tp_rep')}: expected 0 < block A's < 1, none on B")
     if cluster.get("ranks_per_host") != "2" or not float(cluster["intra_lat"]) > 0 or not float(cluster["intra_bw"]) > 0:
         bad.append(f"cluster line {cluster}: expected ranks_per_host=2 and a positive intra_lat and intra_bw")
     for key in ("intra_allreduce", "intra_alltoall"):  # 2 ranks per host: one group size, 2

@@ -9,7 +9,11 @@
 
 #include "blocks.h"
 
-enum { NSIZES = 5, PHASES = 4 }; /* A forward, B forward, B backward (I + W), A backward (I + W) */
+/* Block A's input projection forward, its MLP forward, B forward, B backward (I + W), A's MLP
+ * backward (I + W), A's input projection backward (I + W): A's two parts are timed apart
+ * because every tp rank runs the input projection whole while the MLP is split over tp. */
+enum { A_IN_F, A_MLP_F, B_F, B_B, A_MLP_B, A_IN_B, PHASES };
+enum { NSIZES = 5 };
 static const size_t sizes[NSIZES] = {4, 8, 16, 32, 64};
 /* The per-sample numbers written are the fit at this many samples per call: the demo's default
  * layout runs micro-batches of 16 (128 samples, dp 2, the tuner's m = 4). */
@@ -63,18 +67,26 @@ static int time_once(struct model *m, const struct digits *d, size_t b, long rep
   struct moe_cache mc = {0};
   double loss = 0.0, correct = 0.0;
   const size_t first = ((size_t)rep * b) % (d->ntrain - b); /* a different batch each time */
-  const double t0 = now();
-  int rc = dense_forward(m, &dc, d->train_x + first * IN_DIM, b, h1);
-  const double t1 = now();
+  double t[PHASES + 1];
+  t[0] = now();
+  dense_input_forward(m, &dc, d->train_x + first * IN_DIM, b);
+  t[1] = now();
+  int rc = dense_mlp_forward(m, &dc, h1);
+  t[2] = now();
   if (!rc) rc = moe_forward(m, &mc, h1, 0, b, d->train_y + first, 1.0 / (double)b, &loss, &correct);
-  const double t2 = now();
+  t[3] = now();
   if (!rc) rc = moe_backward_input(m, &mc, dh1, b);
   if (!rc) moe_backward_weight(m, &mc);
-  const double t3 = now();
-  if (!rc) rc = dense_backward_input(m, &dc, dh1);
-  if (!rc) dense_backward_weight(m, &dc);
-  const double t4 = now();
-  sum[0] += t1 - t0, sum[1] += t2 - t1, sum[2] += t3 - t2, sum[3] += t4 - t3;
+  t[4] = now();
+  if (!rc) rc = dense_mlp_backward_input(m, &dc, dh1);
+  if (!rc) dense_mlp_backward_weight(m, &dc);
+  t[5] = now();
+  if (!rc) {
+    dense_input_backward_input(&dc);
+    dense_input_backward_weight(m, &dc);
+  }
+  t[6] = now();
+  for (int k = 0; k < PHASES; ++k) sum[k] += t[k + 1] - t[k];
   moe_free(&mc);
   dense_free(&dc);
   return rc;
@@ -149,16 +161,23 @@ static int write_model(const char *path, int ranks, const struct model *m, const
              "once\n", when, ranks);
   fprintf(f, "# Per call: seconds = a + c * samples, least squares over micro-batches of 4..64 (median over ranks; "
              "ranks' spread %.0f%%):\n", 100.0 * spread);
-  const char *phase[PHASES] = {"dense forward", "moe forward", "moe backward", "dense backward"};
+  const char *phase[PHASES] = {"dense input forward", "dense MLP forward", "moe forward", "moe backward",
+                               "dense MLP backward", "dense input backward"};
   for (int k = 0; k < PHASES; ++k)
-    fprintf(f, "#   %-14s a = %8.2f us  c = %7.3f us/sample\n", phase[k], 1e6 * a[k], 1e6 * c[k]);
+    fprintf(f, "#   %-20s a = %8.2f us  c = %7.3f us/sample\n", phase[k], 1e6 * a[k], 1e6 * c[k]);
   fprintf(f, "# fwd/bwd = (a + c * %d) / %d: per sample at the default layout's micro-batch, call overhead "
              "included.\n", REFERENCE_SAMPLES, REFERENCE_SAMPLES);
-  fprintf(f, "# out = the float32 boundary row; block A's TP reduction sends it in float64 (twice the bytes).\n");
+  /* Every tp rank runs block A's input projection whole; only its MLP splits over tp. */
+  const double a_f = per[A_IN_F] + per[A_MLP_F], a_b = per[A_IN_B] + per[A_MLP_B];
+  double rep = a_f + a_b > 0 ? (per[A_IN_F] + per[A_IN_B]) / (a_f + a_b) : 0.0;
+  rep = rep < 0 ? 0 : rep > 1 ? 1 : rep;
+  fprintf(f, "# dense: tp_rep = the input projection's share of block A (every tp rank runs it whole); tp_ar=1:\n"
+             "# one all-reduce over tp each way (an MLP alone). out = the float32 boundary row; block A's TP\n"
+             "# reduction sends it in float64 (twice the bytes).\n");
   fprintf(f, "layer name=dense count=1 params=%.0f flops=%.0f fwd=%.4g bwd=%.4g act=%.0f out=%d experts=0 topk=0 "
-             "tp=1 kv=0\n", params[0], flops[0], per[0], per[3], act[0], HIDDEN * 4);
+             "tp=1 kv=0 tp_rep=%.3f tp_ar=1\n", params[0], flops[0], a_f, a_b, act[0], HIDDEN * 4, rep);
   fprintf(f, "layer name=moe count=1 params=%.0f flops=%.0f fwd=%.4g bwd=%.4g act=%.0f out=%d experts=%d topk=%d "
-             "tp=0 kv=0\n", params[1], flops[1], per[1], per[2], act[1], HIDDEN * 4, EXPERTS, TOPK);
+             "tp=0 kv=0\n", params[1], flops[1], per[B_F], per[B_B], act[1], HIDDEN * 4, EXPERTS, TOPK);
   fprintf(f, "# float32 weights; gradients summed over dp in float64 (train.c); Adam's two float32 moments\n");
   fprintf(f, "train global_batch=128 weight_bytes=4 grad_bytes=8 optimizer_bytes=8\n");
   return fclose(f) != 0;

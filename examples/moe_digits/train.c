@@ -293,20 +293,22 @@ static int run_step(struct run *r, const struct options *o, const struct digits 
   const double t0 = now();
   weft_timeline_t tl = NULL;
   TRY("weft_pipeline_run", weft_pipeline_run(r->pipe, &tl));
+  const double t1 = now();
   if (optimizer_step(r, o, step)) return 1;
-  double stats[4] = {r->s.loss, r->s.correct, 0.0, now() - t0};
+  double stats[5] = {r->s.loss, r->s.correct, 0.0, now() - t0, t1 - t0};
   const int eval = step % o->eval_every == 0 || step == o->steps - 1;
   if (eval && evaluate(r, d, &stats[2])) return 1;
   if (r->dp_rank != 0) stats[2] = 0.0; /* every replica evaluates; one counts */
-  double sum[4], mx[4];
-  TRY("weft_allreduce(stats)", weft_allreduce(stats, sum, 4, WEFT_FLOAT64, WEFT_SUM, world, NULL, NULL));
-  TRY("weft_allreduce(time)", weft_allreduce(stats, mx, 4, WEFT_FLOAT64, WEFT_MAX, world, NULL, NULL));
+  double sum[5], mx[5];
+  TRY("weft_allreduce(stats)", weft_allreduce(stats, sum, 5, WEFT_FLOAT64, WEFT_SUM, world, NULL, NULL));
+  TRY("weft_allreduce(time)", weft_allreduce(stats, mx, 5, WEFT_FLOAT64, WEFT_MAX, world, NULL, NULL));
   weft_timeline_info_t ti = WEFT_TIMELINE_INFO_INIT;
   TRY("weft_timeline_info", weft_timeline_info(tl, &ti));
   if (r->world_rank == 0) {
     h->loss[step] = sum[0] / o->global_batch;
     h->test_acc[step] = eval ? sum[2] / (double)d->ntest : (step ? h->test_acc[step - 1] : 0.0);
     h->step_s[step] = mx[3];
+    h->pipeline_s[step] = mx[4];
     h->bubble_measured[step] = ti.bubble_fraction;
     h->train_acc_last = sum[1] / o->global_batch;
     h->steps = step + 1;

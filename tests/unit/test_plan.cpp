@@ -130,6 +130,44 @@ TEST(Plan, TensorParallelIsMegatronsFourAllreducesPerLayer) {
   check_value(predict(o, fixed(1, 2, 1, 0, m)).step, 3 * f * G, "tp 2, not splittable: 3fG", kRel);
 }
 
+TEST(Plan, ReplicatedShareRunsWholeOnEveryTensorParallelRank) {
+  const int G = 4, m = 2, tp = 4;
+  const double f = 0.004, out = 1e6, bw = 1e9, a = 1e-5, r = 0.25;
+  Options o = base(tp, G);
+  o.layers = {dense(f, 1e3, 0, out)};
+  o.layers[0].tp_replicated = r;
+  const double mbs = G / m;
+  // A quarter of the work on every rank whole, three quarters split 4 ways: (r + (1 - r) / 4).
+  const double ar = 2.0 * (tp - 1) / tp * out * mbs / bw + 2 * (tp - 1) * a;
+  check_value(predict(o, fixed(1, tp, 1, 0, m)).step, 3 * f * G * (r + (1 - r) / tp) + m * 4 * ar,
+              "tp 4, a quarter replicated: 3fG (r + (1 - r)/4) + 4 all-reduces per micro-batch", kRel);
+  // One all-reduce each way (an MLP block alone) instead of Megatron's two.
+  o.layers[0].tp_allreduces = 1;
+  check_value(predict(o, fixed(1, tp, 1, 0, m)).step, 3 * f * G * (r + (1 - r) / tp) + m * 2 * ar,
+              "tp 4, tp_allreduces 1: 2 all-reduces per micro-batch", kRel);
+  o.layers[0].tp_allreduces = 3;
+  check_value(predict(o, fixed(1, tp, 1, 0, m)).step, 3 * f * G * (r + (1 - r) / tp) + m * 6 * ar,
+              "tp 4, tp_allreduces 3: 6 all-reduces per micro-batch", kRel);
+  // Everything replicated: each rank does the whole layer, and still reduces.
+  o.layers[0].tp_replicated = 1;
+  check_value(predict(o, fixed(1, tp, 1, 0, m)).step, 3 * f * G + m * 6 * ar, "tp 4, all replicated: 3fG + comm",
+              kRel);
+  // Without tp the share changes nothing.
+  check_value(predict(o, fixed(tp, 1, 1, 0, 1)).compute, 3 * f * G / tp, "dp 4: 3fG/4 whatever tp_replicated",
+              kRel);
+  // A non-splittable layer ignores both fields.
+  o.layers[0].tensor_parallel = false;
+  check_value(predict(o, fixed(1, tp, 1, 0, m)).step, 3 * f * G, "tp 4, not splittable: 3fG", kRel);
+  // An MoE layer's tokens split over tp the same way: r of its work whole on every rank.
+  Layer moe = dense(f, 8e3, 0, 0);
+  moe.experts = 4;
+  moe.top_k = 1;
+  moe.tp_replicated = r;
+  o.layers = {moe};
+  check_value(predict(o, fixed(1, tp, 1, 0, 1)).compute, 3 * f * G * (r + (1 - r) / tp),
+              "MoE over tp 4, a quarter replicated: 3fG (r + (1 - r)/4)", kRel);
+}
+
 TEST(Plan, ExpertParallelIsFourAllToAllsPerMicrobatch) {
   const int n = 4, G = 8;
   const double f = 0.001, out = 4e5, bw = 1e9, a = 1e-5, P = 4e6;
@@ -293,6 +331,16 @@ TEST(Plan, BadDescriptionsAreRefusedNamingTheField) {
   Options bad = o;
   bad.layers[0].params = -1;
   refused(bad, "layers[0].params", "negative params");
+  bad = o;
+  bad.layers[0].tp_replicated = 1.5;
+  refused(bad, "layers[0].tp_replicated", "a replicated share above 1");
+  bad.layers[0].tp_replicated = -0.1;
+  refused(bad, "layers[0].tp_replicated", "a negative replicated share");
+  bad = o;
+  bad.layers[0].tp_allreduces = -1;
+  refused(bad, "layers[0].tp_allreduces", "negative all-reduces");
+  bad.layers[0].tp_allreduces = 65;
+  refused(bad, "layers[0].tp_allreduces", "65 all-reduces");
   bad = o;
   bad.cluster.memory = 0;
   refused(bad, "memory_per_rank", "no memory");

@@ -7,6 +7,7 @@
 
 #include "pipeline_inject_checks.h"
 
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -64,6 +65,11 @@ TEST(PlanFiles, ValuesAreReadAsWritten) {
   check_value(m.layers[2].experts, 8, "moe experts");
   check_value(m.layers[2].top_k, 2, "moe topk");
   inject::check(!m.layers[2].tensor_parallel && m.layers[1].tensor_parallel, "tp=0 and tp=1");
+  const ModelFile split = parse_model("layer name=mlp fwd=1 tp_rep=0.375 tp_ar=1\n", "s.model");
+  check_value(split.layers[0].tp_replicated, 0.375, "tp_rep");
+  check_value(split.layers[0].tp_allreduces, 1, "tp_ar");
+  check_value(m.layers[1].tp_replicated, 0, "tp_rep's default");
+  check_value(m.layers[1].tp_allreduces, 0, "tp_ar's default (= 2)");
   check_value(m.global_batch, 16, "train global_batch");
   check_value(m.optimizer_bytes, 8, "train optimizer_bytes");
   const Cluster c = parse_cluster(kCluster, "c.cluster");
@@ -94,6 +100,10 @@ TEST(PlanFiles, MalformedLinesNameFileLineAndKey) {
   refused(model("layer name=a params=3\n"), {"m.model:1", "'flops'", "'fwd'"}, "neither flops nor fwd");
   refused(model("layer fwd=1\n"), {"m.model:1", "'name'"}, "no name");
   refused(model("layer name=a fwd=1 tp=2\n"), {"m.model:1", "'tp'"}, "tp 2");
+  refused(model("layer name=a fwd=1 tp_rep=1.5\n"), {"m.model:1", "'tp_rep'", "0..1"}, "tp_rep above 1");
+  refused(model("layer name=a fwd=1 tp_rep=-0.5\n"), {"m.model:1", "'tp_rep'"}, "negative tp_rep");
+  refused(model("layer name=a fwd=1 tp_ar=1.5\n"), {"m.model:1", "'tp_ar'"}, "fractional tp_ar");
+  refused(model("layer name=a fwd=1 tp_ar=65\n"), {"m.model:1", "'tp_ar'", "64"}, "tp_ar 65");
   refused(model("layer name=a fwd=1 experts=4 topk=5\n"), {"m.model:1", "'topk'"}, "topk > experts");
   refused(model("layer name=a fwd=1 oops\n"), {"m.model:1", "'oops'"}, "no '='");
   refused(model("lair name=a fwd=1\n"), {"m.model:1", "'lair'"}, "unknown line");
@@ -217,7 +227,7 @@ TEST(PlanFiles, CreateThroughTheAbiCarriesTheMeasuredCollectives) {
   cluster.inter_latency = 1e-5;
   cluster.intra_collectives = measured;
   cluster.num_intra_collectives = 3;
-  weft_plan_layer_t layer = {"moe", 2, 8, 2, 0, 8000, 0, 0.02, 0, 0, 8, 0};
+  weft_plan_layer_t layer = {"moe", 2, 8, 2, 0, 8000, 0, 0.02, 0, 0, 8, 0, 0, 0};
   weft_plan_layout_t fixed = WEFT_PLAN_LAYOUT_INIT;
   fixed.dp = 2, fixed.tp = 4, fixed.ep = 4, fixed.schedule = WEFT_SCHEDULE_ONE_F_ONE_B, fixed.microbatches = 1;
   weft_plan_config_t config = WEFT_PLAN_CONFIG_INIT;
@@ -255,4 +265,63 @@ TEST(PlanFiles, CreateThroughTheAbiCarriesTheMeasuredCollectives) {
   inject::check(weft_plan_create(&config, &plan) == WEFT_ERR_INVALID_ARGUMENT &&
                     std::string(weft_last_error()).find("intra_collectives[0].ranks") != std::string::npos,
                 std::string("a group larger than a host: ") + weft_last_error());
+}
+
+TEST(PlanFiles, LayersOfTheFirstReleaseAreReadAtTheirStride) {
+  // A caller built against the first weft/plan.h: 80-byte layers (no tp_replicated, no
+  // tp_allreduces) and a config that ends before layer_size. Its prediction must equal the
+  // current layout's with those two fields 0, and the new fields must reach the prediction.
+  struct FirstLayer {
+    const char* name;
+    int count, experts, top_k, tensor_parallel;
+    double params, forward_flops, forward_seconds, backward_seconds, activation_bytes, output_bytes, context_bytes;
+  };
+  static_assert(sizeof(FirstLayer) == 80, "the first release's weft_plan_layer_t");
+  const FirstLayer old[2] = {{"mlp", 2, 0, 1, 1, 5000, 0, 0.01, 0.02, 0, 1e5, 0},
+                             {"moe", 1, 8, 2, 0, 8000, 0, 0.02, 0, 0, 1e5, 0}};
+  weft_plan_layer_t now[2] = {{"mlp", 2, 0, 1, 1, 5000, 0, 0.01, 0.02, 0, 1e5, 0, 0, 0},
+                              {"moe", 1, 8, 2, 0, 8000, 0, 0.02, 0, 0, 1e5, 0, 0, 0}};
+  weft_plan_cluster_t cluster = WEFT_PLAN_CLUSTER_INIT;
+  cluster.ranks_per_host = 4, cluster.memory_per_rank = 1e9, cluster.intra_bandwidth = 1e10;
+  cluster.intra_latency = 1e-6;
+  weft_plan_layout_t fixed = WEFT_PLAN_LAYOUT_INIT;
+  fixed.tp = 4, fixed.ep = 4, fixed.schedule = WEFT_SCHEDULE_ONE_F_ONE_B, fixed.microbatches = 2;
+  auto step = [&](weft_plan_config_t config, const void* layers) {
+    config.layers = static_cast<const weft_plan_layer_t*>(layers), config.num_layers = 2;
+    config.cluster = &cluster, config.global_batch = 8, config.layout = &fixed;
+    weft_plan_t plan = nullptr;
+    weft_plan_layout_t got = WEFT_PLAN_LAYOUT_INIT;
+    if (weft_plan_create(&config, &plan) != WEFT_OK) return -1.0;
+    const bool ok = weft_plan_layout(plan, 0, &got) == WEFT_OK;
+    weft_plan_destroy(plan);
+    return ok ? got.step_seconds : -1.0;
+  };
+  const weft_plan_config_t current = WEFT_PLAN_CONFIG_INIT;
+  check_value(static_cast<double>(current.layer_size), sizeof(weft_plan_layer_t), "the INIT macro's layer_size");
+  const double want = step(current, now);
+  inject::check(want > 0, std::string("the current layout predicts: ") + weft_last_error());
+  weft_plan_config_t older = current;
+  older.struct_size = offsetof(weft_plan_config_t, layer_size);  // a config without the field
+  check_value(step(older, old), want, "80-byte layers from a config without layer_size", 1e-12);
+  weft_plan_config_t zero = current;
+  zero.layer_size = 0;
+  check_value(step(zero, old), want, "layer_size 0 = the first release's 80 bytes", 1e-12);
+  zero.layer_size = 80;
+  check_value(step(zero, old), want, "layer_size 80", 1e-12);
+  // The new fields move the prediction: a replicated share adds compute, one all-reduce less
+  // each way removes communication.
+  now[0].tp_replicated = 0.5;
+  inject::check(step(current, now) > want, "tp_replicated 0.5 makes the step slower");
+  now[0].tp_replicated = 0, now[0].tp_allreduces = 1;
+  inject::check(step(current, now) < want, "tp_allreduces 1 makes the step faster");
+  weft_plan_config_t bad = current;
+  bad.layer_size = 88;
+  inject::check(step(bad, now) < 0 && std::string(weft_last_error()).find("layer_size = 88") != std::string::npos,
+                std::string("layer_size 88: ") + weft_last_error());
+  bad.layer_size = sizeof(weft_plan_layer_t) + 8;
+  inject::check(step(bad, now) < 0 && std::string(weft_last_error()).find("layer_size") != std::string::npos,
+                std::string("a layer_size beyond this library's: ") + weft_last_error());
+  now[0].tp_replicated = 2;
+  inject::check(step(current, now) < 0 && std::string(weft_last_error()).find("layers[0].tp_replicated") != std::string::npos,
+                std::string("tp_replicated 2 through the ABI: ") + weft_last_error());
 }

@@ -18,7 +18,9 @@
  *   compute: forward_seconds per sample when > 0, else forward_flops / flops_per_rank;
  *     backward = backward_seconds, or 2 x forward when 0. Divided by tp for a splittable dense
  *     layer (tensor_parallel = 1; a non-splittable one runs whole on every tp rank), by tp for
- *     an MoE layer (the tp ranks split the tokens), and by cp for every layer.
+ *     an MoE layer (the tp ranks split the tokens), and by cp for every layer. A layer split
+ *     over tp keeps its tp_replicated share whole on every tp rank: its time on one rank is
+ *     t x (tp_replicated + (1 - tp_replicated) / tp) / cp.
  *   Measured collectives: a cluster may give, per kind (all-reduce, all-to-all) and group size,
  *     the seconds one small collective took over that many ranks of one host while every rank
  *     of the host was computing between calls (weft-bench --cluster-file measures them). Ranks
@@ -29,8 +31,9 @@
  *     nearest smaller measured size (else the nearest larger) times the group's ring steps. An
  *     all-gather or a reduce-scatter is priced as half an all-reduce's latency term. The
  *     bandwidth term is unchanged.
- *   TP: Megatron's 2 ring all-reduces in forward and 2 in backward of output_bytes x samples
- *     per splittable layer; an MoE layer with tp > 1 all-gathers its output over tp instead.
+ *   TP: tp_allreduces ring all-reduces in forward and as many in backward of output_bytes x
+ *     samples per splittable layer (0 = 2, Megatron's transformer block: attention and MLP);
+ *     an MoE layer with tp > 1 all-gathers its output over tp instead.
  *   EP: all-to-all dispatch and combine in forward and again in backward, each of
  *     top_k x output_bytes x samples x (ep - 1) / ep bytes per rank, with ep - 1 latencies.
  *   CP: a ring exchange of context_bytes x samples x (cp - 1) / cp per layer in forward and
@@ -52,8 +55,10 @@
  * key fails with WEFT_ERR_INVALID_ARGUMENT naming file:line and the key):
  *   model file: one line per layer kind, in model order (count copies in a row),
  *     layer name=NAME count=C params=P flops=F fwd=S bwd=S act=B out=B experts=E topk=K tp=0|1 kv=B
+ *           tp_rep=R tp_ar=A
  *     (name required, no spaces; count default 1; flops or fwd required; tp default 1; the rest
- *     default 0, topk 1 with experts > 0), and at most one
+ *     default 0, topk 1 with experts > 0; tp_rep and tp_ar are tp_replicated and
+ *     tp_allreduces), and at most one
  *     train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12
  *   cluster file: one or more lines (later ones set more keys; a key set twice is an error)
  *     cluster hosts=H ranks_per_host=R memory=BYTES flops=F intra_bw=B intra_lat=S inter_bw=B inter_lat=S
@@ -82,8 +87,11 @@ extern "C" {
 typedef struct weft_plan *weft_plan_t;
 
 /*
- * One layer kind of the model: an element of an array, layout frozen for WEFT_ABI_VERSION 1 (no
- * struct_size). All per-sample quantities are for one sample (one sequence) of the global batch.
+ * One layer kind of the model: an element of the config's `layers` array, whose stride is the
+ * config's layer_size (WEFT_PLAN_CONFIG_INIT sets sizeof(weft_plan_layer_t); a config without
+ * that field, or 0 there, means the first release's 80-byte layout, the fields up to
+ * context_bytes). New fields are only ever appended. Zero-initialise one (= {0}) and set what
+ * you know. All per-sample quantities are for one sample (one sequence) of the global batch.
  *   name: for messages and the tables (copied; NULL = "layer<i>").
  *   count: identical copies in a row (e.g. 96 transformer blocks); >= 1.
  *   experts: 0 = dense; > 0 = an MoE layer of that many experts (params counts all experts,
@@ -98,6 +106,11 @@ typedef struct weft_plan *weft_plan_t;
  *   output_bytes: the layer's output per sample (pipeline boundary, TP reduction, EP token size).
  *   context_bytes: K/V bytes per sample a context-parallel rank needs from the others (0 = no
  *     dependency across the sequence: cp only splits the work).
+ *   tp_replicated: of a layer split over tp (tensor_parallel = 1, or an MoE layer), the share
+ *     (0..1) of its forward and backward time that every tp rank runs whole: norms, residual
+ *     adds, a projection outside the split (Megatron without sequence parallelism); 0 = none.
+ *   tp_allreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
+ *     layer (0 = 2: a transformer block; 1: an MLP or attention block alone).
  */
 typedef struct weft_plan_layer {
   const char *name;
@@ -112,6 +125,8 @@ typedef struct weft_plan_layer {
   double activation_bytes;
   double output_bytes;
   double context_bytes;
+  double tp_replicated;
+  int tp_allreduces;
 } weft_plan_layer_t;
 
 /* The kinds of collective a cluster description may give measured costs for. */
@@ -227,6 +242,8 @@ typedef struct weft_plan_layout {
  *   layout: NULL = search every layout; else predict this one layout only (its CUSTOM schedule
  *     and 0 micro-batches still pick the best), kept even when it does not fit.
  *   scaling: nonzero = compute the scaling curves (weft_plan_scaling) during creation.
+ *   layer_size: the stride of `layers` in bytes (sizeof(weft_plan_layer_t) from the INIT macro;
+ *     80 or 0: the first release's layout; any other size is refused).
  * The search tries every (dp, tp, pp, cp) with dp tp pp cp = ranks and dp dividing the batch,
  * every ep that divides dp tp and every MoE layer's experts, ZeRO 0..3, and per (dp, tp, pp,
  * cp, ep) every allowed schedule and micro-batch count (pipeline.h's rules; a schedule with
@@ -257,10 +274,12 @@ typedef struct weft_plan_config {
   int max_microbatches;
   const weft_plan_layout_t *layout;
   int scaling;
+  size_t layer_size;
 } weft_plan_config_t;
 
 #define WEFT_PLAN_CONFIG_INIT \
-  { sizeof(weft_plan_config_t), NULL, 0, NULL, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, NULL, 0 }
+  { sizeof(weft_plan_config_t), NULL, 0, NULL, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, NULL, 0, \
+    sizeof(weft_plan_layer_t) }
 
 /* Ranks the layouts (or predicts config->layout). WEFT_ERR_INVALID_ARGUMENT naming the field for
  * a bad description; a plan with count 0 when nothing fits (and include_infeasible is 0). */
