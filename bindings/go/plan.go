@@ -37,6 +37,13 @@ type PlanLayer struct {
 	ActivationBytes float64 // kept from forward to backward, per sample
 	OutputBytes     float64 // the layer's output per sample
 	ContextBytes    float64 // K/V bytes per sample a context-parallel rank needs from the others
+	// TPReplicated: of a layer split over tp (TensorParallel, or an MoE layer), the share (0..1)
+	// of its forward and backward time that every tp rank runs whole (norms, residual adds, a
+	// projection outside the split); 0 = none.
+	TPReplicated float64
+	// TPAllreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
+	// layer (0 = 2: a transformer block; 1: an MLP or attention block alone).
+	TPAllreduces int
 }
 
 // DefaultPlanLayer returns a dense, tensor-parallel layer of one copy named name, with no cost
@@ -249,7 +256,7 @@ func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t,
 			for _, v := range []struct {
 				n    int
 				what string
-			}{{l.Count, "Count"}, {l.Experts, "Experts"}, {l.TopK, "TopK"}} {
+			}{{l.Count, "Count"}, {l.Experts, "Experts"}, {l.TopK, "TopK"}, {l.TPAllreduces, "TPAllreduces"}} {
 				if err := checkInt(v.n, fmt.Sprintf("PlanConfig.Layers[%d].%s", i, v.what)); err != nil {
 					return nil, err
 				}
@@ -265,8 +272,10 @@ func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t,
 			d.forward_seconds, d.backward_seconds = C.double(l.ForwardSeconds), C.double(l.BackwardSeconds)
 			d.activation_bytes, d.output_bytes = C.double(l.ActivationBytes), C.double(l.OutputBytes)
 			d.context_bytes = C.double(l.ContextBytes)
+			d.tp_replicated, d.tp_allreduces = C.double(l.TPReplicated), C.int(l.TPAllreduces)
 		}
 		c.layers, c.num_layers = &layers[0], C.size_t(len(layers))
+		c.layer_size = C.size_t(unsafe.Sizeof(zl)) // the stride of layers: the 96-byte weft_plan_layer_t
 	}
 	if withModel && cfg.Cluster != nil {
 		k := cfg.Cluster

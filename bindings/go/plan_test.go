@@ -128,6 +128,58 @@ func TestPlanTensorParallelClosedForm(t *testing.T) {
 	k.finish()
 }
 
+// TestPlanTPReplicatedAndAllreduces: plan.h: a layer split over tp keeps its TPReplicated share r
+// whole on every tp rank, so a rank computes G (f + b) (r + (1 - r) / tp); TPAllreduces = 1 (an
+// MLP alone) runs one ring all-reduce of out x G per direction instead of Megatron's 2 (GPipe, one
+// micro-batch of G). The model file's tp_rep= and tp_ar= keys give the same; a share over 1 is
+// refused.
+func TestPlanTPReplicatedAndAllreduces(t *testing.T) {
+	k := newChecks(t, "plan tp_replicated")
+	tp, r := 2.0, 0.25
+	compute := planG * (planF + planB) * (r + (1-r)/tp) // 0.625 G (f + b)
+	per, sent := ringAllreduce(tp, planOut*planG)       // 2 (n-1)/n x bytes / bw + 2 (n-1) x latency
+	mlp := planModel()
+	mlp[0].Name, mlp[0].TPReplicated, mlp[0].TPAllreduces = "mlp", r, 1
+	p, err := NewLayoutPlan(&PlanConfig{Layers: mlp, Cluster: planCluster(1e9), GlobalBatch: planG, Layout: gpipeM1(1, 2)})
+	if err != nil {
+		t.Fatalf("NewLayoutPlan: %v", err)
+	}
+	defer p.Close()
+	b := planOK(p.Layout(0))
+	k.count("tp", b.TP, 2)
+	k.close("ComputeSeconds", b.ComputeSeconds, compute, planRel)
+	k.close("CommunicationSeconds", b.CommunicationSeconds, 2*per, planRel)
+	k.close("StepSeconds", b.StepSeconds, compute+2*per, planRel)
+	k.close("CommunicationBytes", b.CommunicationBytes, 2*sent, planRel)
+
+	dir := t.TempDir()
+	m, c := filepath.Join(dir, "model.txt"), filepath.Join(dir, "cluster.txt")
+	for path, text := range map[string]string{
+		m: "layer name=mlp params=1000 fwd=1e-3 bwd=3e-3 act=100 out=64 tp_rep=0.25 tp_ar=1\ntrain global_batch=8\n",
+		c: "cluster ranks_per_host=2 memory=1e9 intra_bw=1e6 intra_lat=1e-5\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := LoadLayoutPlan(m, c, &PlanConfig{Layout: gpipeM1(1, 2)})
+	if err != nil {
+		t.Fatalf("LoadLayoutPlan: %v", err)
+	}
+	defer loaded.Close()
+	k.close("file: tp_rep=0.25 tp_ar=1", planOK(loaded.Layout(0)).StepSeconds, compute+2*per, planRel)
+
+	mlp[0].TPReplicated = 1.5
+	_, err = NewLayoutPlan(&PlanConfig{Layers: mlp, Cluster: planCluster(1e9), GlobalBatch: planG, Layout: gpipeM1(1, 2)})
+	k.holds("tp_replicated 1.5 is ErrInvalidArgument", errors.Is(err, ErrInvalidArgument))
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	k.contains("tp_replicated 1.5", msg, "tp_replicated")
+	k.finish()
+}
+
 // TestPlanEveryFieldReachesTheLibrary: closed forms that only hold when each description field
 // arrives where plan.h puts it (the binding's field mapping): the inter-host link, flops, bytes
 // per parameter and the overhead; an MoE layer under expert parallelism; a layer kept whole over

@@ -24,7 +24,8 @@ void check_model(const ModelFile& m, const std::string& text) {
     const bool ok = !l.name.empty() && l.name.find_first_of(" \t\n\r#") == std::string::npos && l.count >= 1 &&
                     l.experts >= 0 && (l.experts == 0 || (l.top_k >= 1 && l.top_k <= l.experts)) &&
                     good(l.params) && good(l.forward_flops) && good(l.forward_seconds) && good(l.backward_seconds) &&
-                    good(l.activation_bytes) && good(l.output_bytes) && good(l.context_bytes);
+                    good(l.activation_bytes) && good(l.output_bytes) && good(l.context_bytes) &&
+                    good(l.tp_replicated) && l.tp_replicated <= 1 && l.tp_allreduces >= 0 && l.tp_allreduces <= 64;
     if (!ok) fuzz::broken("plan_files", "accepted layer breaks a promise", text);
   }
   if (m.global_batch < 0 || !good(m.weight_bytes) || !good(m.grad_bytes) || !good(m.optimizer_bytes)) {

@@ -14,7 +14,8 @@ const WEFT_PLAN_FORMAT_JSON = Cint(2)
 const WEFT_PLAN_ALLREDUCE = Cint(0)
 const WEFT_PLAN_ALLTOALL = Cint(1)
 
-# weft_plan_layer_t (80 bytes; params at 24): an array element, layout frozen.
+# weft_plan_layer_t (96 bytes; params at 24, tp_replicated at 80, tp_allreduces at 88): an array
+# element whose stride is the config's layer_size (the first release's 80 ended at context_bytes).
 struct PlanLayerC
     name::Ptr{UInt8}
     count::Cint
@@ -28,6 +29,8 @@ struct PlanLayerC
     activation_bytes::Cdouble
     output_bytes::Cdouble
     context_bytes::Cdouble
+    tp_replicated::Cdouble
+    tp_allreduces::Cint
 end
 
 # weft_plan_collective_t (16 bytes; seconds at 8): an array element, layout frozen.
@@ -75,7 +78,7 @@ struct PlanLayoutC
     communication_bytes::Cdouble
 end
 
-# weft_plan_config_t (136 bytes; kinds at 96, layout at 120).
+# weft_plan_config_t (144 bytes; kinds at 96, layout at 120, layer_size at 136).
 struct PlanConfigC
     struct_size::Csize_t
     layers::Ptr{PlanLayerC}
@@ -98,6 +101,7 @@ struct PlanConfigC
     max_microbatches::Cint
     layout::Ptr{PlanLayoutC}
     scaling::Cint
+    layer_size::Csize_t
 end
 
 # weft_plan_info_t (40 bytes).

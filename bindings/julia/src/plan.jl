@@ -8,12 +8,18 @@
 """
     PlanLayer(; name="", count=1, experts=0, top_k=1, tensor_parallel=true, params=0.0,
               forward_flops=0.0, forward_seconds=0.0, backward_seconds=0.0,
-              activation_bytes=0.0, output_bytes=0.0, context_bytes=0.0)
+              activation_bytes=0.0, output_bytes=0.0, context_bytes=0.0, tp_replicated=0.0,
+              tp_allreduces=0)
 
 One layer kind of the model (`weft_plan_layer_t`), `count` copies in a row. Per-sample
 quantities are for one sample of the global batch; `experts > 0` makes an MoE layer (`params`
 counts every expert); `forward_seconds > 0` overrides `forward_flops`; `backward_seconds` 0 is
 twice the forward; `tensor_parallel=false` keeps the layer whole on every tp rank.
+`tp_replicated`: of a layer split over tp (`tensor_parallel`, or an MoE layer), the share (0..1)
+of its forward and backward time that every tp rank runs whole (norms, residual adds, a
+projection outside the split); 0 = none. `tp_allreduces`: all-reduces over tp per micro-batch in
+each direction of a splittable dense layer (0 = 2: a transformer block; 1: an MLP or attention
+block alone).
 """
 Base.@kwdef struct PlanLayer
     name::String = ""
@@ -28,6 +34,8 @@ Base.@kwdef struct PlanLayer
     activation_bytes::Float64 = 0.0
     output_bytes::Float64 = 0.0
     context_bytes::Float64 = 0.0
+    tp_replicated::Float64 = 0.0
+    tp_allreduces::Int = 0
 end
 
 """
@@ -161,7 +169,8 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
                                    _cint(l.count, "layers[$i].count"), _cint(l.experts, "layers[$i].experts"),
                                    _cint(l.top_k, "layers[$i].top_k"), Cint(l.tensor_parallel), Float64(l.params),
                                    Float64(l.forward_flops), Float64(l.forward_seconds), Float64(l.backward_seconds),
-                                   Float64(l.activation_bytes), Float64(l.output_bytes), Float64(l.context_bytes))
+                                   Float64(l.activation_bytes), Float64(l.output_bytes), Float64(l.context_bytes),
+                                   Float64(l.tp_replicated), _cint(l.tp_allreduces, "layers[$i].tp_allreduces"))
                         for (i, l) in enumerate(layers)]
         GC.@preserve cl lc begin
             cfg = Ref(PlanConfigC(Csize_t(sizeof(PlanConfigC)), isempty(lc) ? Ptr{PlanLayerC}(C_NULL) : pointer(lc),
@@ -172,7 +181,8 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
                                   _cint(max_tp, "max_tp"), _cint(max_cp, "max_cp"), Cint(tp_across_hosts),
                                   isempty(ks) ? Ptr{Cint}(C_NULL) : pointer(ks), Csize_t(length(ks)),
                                   _cint(max_microbatches, "max_microbatches"),
-                                  isempty(lay) ? Ptr{PlanLayoutC}(C_NULL) : pointer(lay), Cint(scaling)))
+                                  isempty(lay) ? Ptr{PlanLayoutC}(C_NULL) : pointer(lay), Cint(scaling),
+                                  Csize_t(sizeof(PlanLayerC))))   # layer_size: the stride of lc, 96 bytes
             f(cfg)   # the value of the blocks, and so of the function (no return out of GC.@preserve)
         end
     end

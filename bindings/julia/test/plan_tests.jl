@@ -92,6 +92,39 @@ function plan_single_rank_tests()
         close(p)
     end
 
+    # plan.h: a layer split over tp keeps its tp_replicated share r whole on every tp rank, so a
+    # rank computes G (f + b) (r + (1 - r) / tp); tp_allreduces = 1 (an MLP alone) runs one ring
+    # all-reduce of out x G per direction instead of Megatron's 2 (GPipe, one micro-batch of G).
+    # The model file's tp_rep= and tp_ar= keys give the same; a share over 1 is refused.
+    @testset "plan: tp_replicated share and tp_allreduces" begin
+        tp, r = 2, 0.25
+        compute = PLAN_G * (PLAN_F + PLAN_B) * (r + (1 - r) / tp)   # 0.625 G (f + b)
+        per, sent = plan_ring_allreduce(tp, PLAN_OUT * PLAN_G)       # 2 (n-1)/n x bytes / bw + 2 (n-1) x latency
+        mlp(share) = [PlanLayer(name="mlp", params=PLAN_P, forward_seconds=PLAN_F, backward_seconds=PLAN_B,
+                                activation_bytes=PLAN_ACT, output_bytes=PLAN_OUT, tp_replicated=share,
+                                tp_allreduces=1)]
+        p = plan_layouts(mlp(r), plan_cluster(); global_batch=PLAN_G, layout=plan_gpipe_m1(1, tp))
+        b = Weft.layout(p, 1)
+        @test b.tp == 2
+        @test isapprox(b.compute_seconds, compute; rtol=PLAN_RTOL)
+        @test isapprox(b.communication_seconds, 2 * per; rtol=PLAN_RTOL)
+        @test isapprox(b.step_seconds, compute + 2 * per; rtol=PLAN_RTOL)
+        @test isapprox(b.communication_bytes, 2 * sent; rtol=PLAN_RTOL)
+        close(p)
+        dir = mktempdir()
+        mf, cf = joinpath(dir, "model.txt"), joinpath(dir, "cluster.txt")
+        write(mf, "layer name=mlp params=1000 fwd=1e-3 bwd=3e-3 act=100 out=64 tp_rep=0.25 tp_ar=1\n" *
+                  "train global_batch=8\n")
+        write(cf, "cluster ranks_per_host=2 memory=1e9 intra_bw=1e6 intra_lat=1e-5\n")
+        loaded = LayoutPlan(mf, cf; layout=plan_gpipe_m1(1, tp))
+        @test isapprox(Weft.best(loaded).step_seconds, compute + 2 * per; rtol=PLAN_RTOL)
+        close(loaded)
+        rm(dir; recursive=true)
+        e = plan_error(() -> plan_layouts(mlp(1.5), plan_cluster(); global_batch=PLAN_G, layout=plan_gpipe_m1(1, tp)))
+        @test e isa WeftError && e.status == Weft.ERR_INVALID_ARGUMENT
+        @test e isa WeftError && occursin("tp_replicated", e.message)
+    end
+
     # Closed forms that only hold when each description field arrives where plan.h puts it (the
     # binding's field mapping).
     @testset "plan: every field reaches the library" begin

@@ -40,7 +40,11 @@ class PlanLayer:
     quantities are for one sample of the global batch; experts > 0 makes it an MoE layer (params
     counts every expert, flops and times are per sample through its top_k experts);
     tensor_parallel=False keeps it whole on every tp rank. forward_seconds > 0 overrides
-    forward_flops; backward_seconds 0 means twice the forward."""
+    forward_flops; backward_seconds 0 means twice the forward. tp_replicated: of a layer split over
+    tp (tensor_parallel, or an MoE layer), the share (0..1) of its forward and backward time that
+    every tp rank runs whole (norms, residual adds, a projection outside the split); 0 = none.
+    tp_allreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
+    layer (0 = 2: a transformer block; 1: an MLP or attention block alone)."""
 
     name: str = ""
     count: int = 1
@@ -54,6 +58,8 @@ class PlanLayer:
     activation_bytes: float = 0.0
     output_bytes: float = 0.0
     context_bytes: float = 0.0
+    tp_replicated: float = 0.0
+    tp_allreduces: int = 0
 
 
 class PlanCollectiveKind(enum.IntEnum):
@@ -212,7 +218,8 @@ def _c_layer(layer, i):
                                      _int(layer.top_k, what + ".top_k"), 1 if layer.tensor_parallel else 0,
                                      float(layer.params), float(layer.forward_flops), float(layer.forward_seconds),
                                      float(layer.backward_seconds), float(layer.activation_bytes),
-                                     float(layer.output_bytes), float(layer.context_bytes))
+                                     float(layer.output_bytes), float(layer.context_bytes),
+                                     float(layer.tp_replicated), _int(layer.tp_allreduces, what + ".tp_allreduces"))
 
 
 def _c_collective(m, i):
@@ -290,6 +297,7 @@ class _Config:
         if layers:
             c.layers = ctypes.cast(self.layers, ctypes.POINTER(_plan_c.weft_plan_layer_t))
         c.num_layers = len(layers)
+        c.layer_size = ctypes.sizeof(_plan_c.weft_plan_layer_t)   # the stride of self.layers: 96 bytes
         if self.cluster is not None:
             c.cluster = ctypes.pointer(self.cluster)
         c.global_batch = _int(global_batch, "global_batch")

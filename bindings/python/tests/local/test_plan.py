@@ -19,6 +19,8 @@ if every corruption was caught (it prints "injection: N cases, N caught"). Run i
   WEFT_TEST_INJECT=1 WEFT_LIBRARY=build/lib/libweft.so python3 -m pytest -s bindings/python/tests/local/test_plan.py
 """
 
+import dataclasses
+
 import pytest
 
 import weft
@@ -144,6 +146,39 @@ def test_pure_tensor_parallel_matches_the_closed_form():
         k.close("step_seconds", b.step_seconds, compute + 4 * per)
         k.close("communication_bytes", b.communication_bytes, 4 * sent)
         k.close("static_bytes", b.static_bytes, P / tp * 16)
+    k.finish()
+
+
+def test_tp_replicated_share_and_allreduces(tmp_path):
+    """plan.h: a layer split over tp keeps its tp_replicated share r whole on every tp rank, so a
+    rank computes G (f + b) (r + (1 - r) / tp); tp_allreduces = 1 (an MLP alone) runs one ring
+    all-reduce of out x G per direction instead of Megatron's 2 (GPipe, one micro-batch of G)."""
+    k = Checks("tp_replicated")
+    tp, r = 2, 0.25
+    compute = G * (F + B) * (r + (1 - r) / tp)       # 0.625 G (f + b)
+    per, sent = ring_allreduce(tp, OUT * G)           # 2 (n-1)/n x bytes / bw + 2 (n-1) x latency
+    layer = weft.PlanLayer("mlp", params=P, forward_seconds=F, backward_seconds=B, activation_bytes=ACT,
+                           output_bytes=OUT, tp_replicated=r, tp_allreduces=1)
+    lay = weft.PlanLayout(tp=tp, schedule="gpipe", microbatches=1)
+    with weft.plan_layouts([layer], cluster(), G, layout=lay) as p:
+        b = p.best
+        k.equal("layout", (b.dp, b.tp, b.pp), (1, 2, 1))
+        k.close("compute_seconds", b.compute_seconds, compute)
+        k.close("communication_seconds", b.communication_seconds, 2 * per)
+        k.close("step_seconds", b.step_seconds, compute + 2 * per)
+        k.close("communication_bytes", b.communication_bytes, 2 * sent)
+    # The model file's tp_rep= and tp_ar= keys give the same prediction.
+    mf = tmp_path / "model.txt"
+    mf.write_text("layer name=mlp params=%r fwd=%r bwd=%r act=%r out=%r tp_rep=%r tp_ar=1\ntrain global_batch=%d\n"
+                  % (P, F, B, ACT, OUT, r, G))
+    cf = tmp_path / "cluster.txt"
+    cf.write_text("cluster hosts=1 ranks_per_host=2 memory=%r intra_bw=%r intra_lat=%r\n" % (MEM, BW, LAT))
+    with weft.LayoutPlan.load(mf, cf, layout=lay) as p:
+        k.close("file: tp_rep=0.25 tp_ar=1", p.best.step_seconds, compute + 2 * per)
+    # Refused by the library: a share over 1.
+    with pytest.raises(weft.InvalidArgument) as e:
+        weft.plan_layouts([dataclasses.replace(layer, tp_replicated=1.5)], cluster(), G, layout=lay)
+    k.contains("tp_replicated 1.5", str(e.value), "tp_replicated")
     k.finish()
 
 

@@ -13,8 +13,10 @@ pub struct weft_plan {
 /// `weft_plan_t`: an opaque handle (`*mut weft_plan`).
 pub type weft_plan_t = *mut weft_plan;
 
-/// `weft_plan_layer_t`: one layer kind of the model; an array element, layout frozen (no
-/// struct_size). Per-sample quantities are for one sample of the global batch.
+/// `weft_plan_layer_t`: one layer kind of the model; an array element (no struct_size) whose
+/// stride the config's `layer_size` gives (96 bytes; the first release's 80 ended at
+/// `context_bytes`; new fields are only ever appended). Per-sample quantities are for one
+/// sample of the global batch.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct weft_plan_layer_t {
@@ -42,6 +44,13 @@ pub struct weft_plan_layer_t {
     pub output_bytes: f64,
     /// K/V bytes per sample a context-parallel rank needs from the others.
     pub context_bytes: f64,
+    /// Of a layer split over tp (tensor_parallel = 1, or an MoE layer), the share (0..1) of its
+    /// forward and backward time that every tp rank runs whole (norms, residual adds, a
+    /// projection outside the split); 0 = none.
+    pub tp_replicated: f64,
+    /// All-reduces over tp per micro-batch in each direction of a splittable dense layer (0 = 2:
+    /// a transformer block; 1: an MLP or attention block alone).
+    pub tp_allreduces: c_int,
 }
 
 impl Default for weft_plan_layer_t {
@@ -59,6 +68,8 @@ impl Default for weft_plan_layer_t {
             activation_bytes: 0.0,
             output_bytes: 0.0,
             context_bytes: 0.0,
+            tp_replicated: 0.0,
+            tp_allreduces: 0,
         }
     }
 }
@@ -240,6 +251,9 @@ pub struct weft_plan_config_t {
     pub layout: *const weft_plan_layout_t,
     /// Nonzero = compute the scaling curves during creation.
     pub scaling: c_int,
+    /// The stride of `layers` in bytes: `size_of::<weft_plan_layer_t>()` (96) from the INIT
+    /// constant; 80 or 0 = the first release's layout; any other size is refused.
+    pub layer_size: usize,
 }
 
 /// `WEFT_PLAN_CONFIG_INIT`.
@@ -265,6 +279,7 @@ pub const WEFT_PLAN_CONFIG_INIT: weft_plan_config_t = weft_plan_config_t {
     max_microbatches: 0,
     layout: core::ptr::null(),
     scaling: 0,
+    layer_size: core::mem::size_of::<weft_plan_layer_t>(),
 };
 
 /// `weft_plan_info_t`; start from [`WEFT_PLAN_INFO_INIT`].
@@ -371,9 +386,11 @@ mod tests {
     #[test]
     fn plan_layouts_match_the_header() {
         // sizeof/offsetof of capi/include/weft/plan.h on LP64, measured with the C compiler.
-        assert_eq!(size_of::<weft_plan_layer_t>(), 80);
+        assert_eq!(size_of::<weft_plan_layer_t>(), 96);
         assert_eq!(offset_of!(weft_plan_layer_t, params), 24);
         assert_eq!(offset_of!(weft_plan_layer_t, context_bytes), 72);
+        assert_eq!(offset_of!(weft_plan_layer_t, tp_replicated), 80);
+        assert_eq!(offset_of!(weft_plan_layer_t, tp_allreduces), 88);
         assert_eq!(size_of::<weft_plan_collective_t>(), 16);
         assert_eq!(offset_of!(weft_plan_collective_t, ranks), 4);
         assert_eq!(offset_of!(weft_plan_collective_t, seconds), 8);
@@ -388,13 +405,14 @@ mod tests {
         assert_eq!(offset_of!(weft_plan_layout_t, fits), 44);
         assert_eq!(offset_of!(weft_plan_layout_t, step_seconds), 48);
         assert_eq!(offset_of!(weft_plan_layout_t, communication_bytes), 104);
-        assert_eq!(size_of::<weft_plan_config_t>(), 136);
+        assert_eq!(size_of::<weft_plan_config_t>(), 144);
         assert_eq!(offset_of!(weft_plan_config_t, global_batch), 32);
         assert_eq!(offset_of!(weft_plan_config_t, top), 72);
         assert_eq!(offset_of!(weft_plan_config_t, kinds), 96);
         assert_eq!(offset_of!(weft_plan_config_t, max_microbatches), 112);
         assert_eq!(offset_of!(weft_plan_config_t, layout), 120);
         assert_eq!(offset_of!(weft_plan_config_t, scaling), 128);
+        assert_eq!(offset_of!(weft_plan_config_t, layer_size), 136);
         assert_eq!(size_of::<weft_plan_info_t>(), 40);
         assert_eq!(offset_of!(weft_plan_info_t, count), 16);
         assert_eq!(offset_of!(weft_plan_info_t, feasible), 32);
@@ -404,7 +422,8 @@ mod tests {
         assert_eq!(size_of::<weft_plan_scaling_point_t>(), 64);
         assert_eq!(offset_of!(weft_plan_scaling_point_t, strong_seconds), 16);
         assert_eq!(offset_of!(weft_plan_scaling_point_t, gustafson_speedup), 56);
-        assert_eq!(WEFT_PLAN_CONFIG_INIT.struct_size, 136);
+        assert_eq!(WEFT_PLAN_CONFIG_INIT.struct_size, 144);
+        assert_eq!(WEFT_PLAN_CONFIG_INIT.layer_size, 96);
         assert_eq!(WEFT_PLAN_LAYOUT_INIT.schedule, WEFT_SCHEDULE_CUSTOM);
     }
 }

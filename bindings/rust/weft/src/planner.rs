@@ -54,6 +54,13 @@ pub struct PlanLayer {
     pub output_bytes: f64,
     /// K/V bytes per sample a context-parallel rank needs from the others.
     pub context_bytes: f64,
+    /// Of a layer split over tp (tensor_parallel, or an MoE layer), the share (0..1) of its
+    /// forward and backward time that every tp rank runs whole (norms, residual adds, a
+    /// projection outside the split); 0 = none.
+    pub tp_replicated: f64,
+    /// All-reduces over tp per micro-batch in each direction of a splittable dense layer (0 = 2:
+    /// a transformer block; 1: an MLP or attention block alone).
+    pub tp_allreduces: usize,
 }
 
 impl Default for PlanLayer {
@@ -71,6 +78,8 @@ impl Default for PlanLayer {
             activation_bytes: 0.0,
             output_bytes: 0.0,
             context_bytes: 0.0,
+            tp_replicated: 0.0,
+            tp_allreduces: 0,
         }
     }
 }
@@ -358,6 +367,8 @@ impl RawConfig {
                 activation_bytes: l.activation_bytes,
                 output_bytes: l.output_bytes,
                 context_bytes: l.context_bytes,
+                tp_replicated: l.tp_replicated,
+                tp_allreduces: to_c_int(l.tp_allreduces, &what("tp_allreduces"))?,
             });
             names.push(name); // moving a CString keeps its heap buffer, so the pointer stays valid
         }
@@ -374,6 +385,7 @@ impl RawConfig {
         let mut c = sys::WEFT_PLAN_CONFIG_INIT;
         c.layers = if layers.is_empty() { ptr::null() } else { layers.as_ptr() };
         c.num_layers = layers.len();
+        c.layer_size = std::mem::size_of::<sys::weft_plan_layer_t>(); // the stride of `layers`: 96
         c.cluster = if cfg.cluster.is_some() { &*cluster } else { ptr::null() };
         c.global_batch = to_c_int(cfg.global_batch, "PlanConfig::global_batch")?;
         c.ranks = to_c_int(cfg.ranks, "PlanConfig::ranks")?;

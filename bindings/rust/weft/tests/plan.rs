@@ -133,6 +133,51 @@ fn pure_tensor_parallel_matches_the_closed_form() {
     k.finish();
 }
 
+/// plan.h: a layer split over tp keeps its tp_replicated share r whole on every tp rank, so a rank
+/// computes G (f + b) (r + (1 - r) / tp); tp_allreduces = 1 (an MLP alone) runs one ring
+/// all-reduce of out x G per direction instead of Megatron's 2 (GPipe, one micro-batch of G).
+/// The model file's tp_rep= and tp_ar= keys give the same; a share over 1 is refused.
+#[test]
+fn tp_replicated_share_and_allreduces() {
+    let mut k = Checks::new("plan tp_replicated");
+    let (tp, r) = (2.0, 0.25);
+    let compute = G as f64 * (F + B) * (r + (1.0 - r) / tp); // 0.625 G (f + b)
+    let (per, sent) = ring_allreduce(tp, OUT * G as f64); // 2 (n-1)/n x bytes / bw + 2 (n-1) x latency
+    let mlp = [PlanLayer { name: "mlp".into(), tp_replicated: r, tp_allreduces: 1, ..model()[0].clone() }];
+    let cl = cluster(1e9);
+    let cfg = PlanConfig { global_batch: G, layout: Some(gpipe_m1(1, 2)), ..PlanConfig::new(&mlp, &cl) };
+    let b = ok("create", LayoutPlan::create(&cfg).and_then(|p| p.layout(0)));
+    k.count("tp", b.tp, 2);
+    k.close("compute_seconds", b.compute_seconds, compute, REL);
+    k.close("communication_seconds", b.communication_seconds, 2.0 * per, REL);
+    k.close("step_seconds", b.step_seconds, compute + 2.0 * per, REL);
+    k.close("communication_bytes", b.communication_bytes, 2.0 * sent, REL);
+
+    let dir = std::env::temp_dir().join(format!("weft-plan-tprep-rs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mf, cf) = (dir.join("model.txt"), dir.join("cluster.txt"));
+    std::fs::write(
+        &mf,
+        format!(
+            "layer name=mlp params={P} fwd={F} bwd={B} act={ACT} out={OUT} tp_rep={r} tp_ar=1\n\
+             train global_batch={G}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(&cf, format!("cluster ranks_per_host=2 memory=1e9 intra_bw={BW} intra_lat={LAT}\n")).unwrap();
+    let lcfg = PlanConfig { layout: Some(gpipe_m1(1, 2)), ..Default::default() };
+    let got = ok("load", LayoutPlan::load(&mf, &cf, Some(&lcfg)).and_then(|p| p.layout(0)));
+    k.close("file: tp_rep=0.25 tp_ar=1", got.step_seconds, compute + 2.0 * per, REL);
+    std::fs::remove_dir_all(&dir).ok();
+
+    let over = [PlanLayer { tp_replicated: 1.5, ..mlp[0].clone() }];
+    let ocfg = PlanConfig { global_batch: G, layout: Some(gpipe_m1(1, 2)), ..PlanConfig::new(&over, &cl) };
+    let e = LayoutPlan::create(&ocfg).expect_err("tp_replicated 1.5");
+    k.equal("status", e.status(), Status::InvalidArgument, |_| Status::Internal);
+    k.contains("tp_replicated 1.5", e.message(), "tp_replicated");
+    k.finish();
+}
+
 /// Closed forms that only hold when each description field arrives where plan.h puts it (the
 /// binding's field mapping): the inter-host link, flops, bytes per parameter and the overhead; an
 /// MoE layer under expert parallelism; a layer kept whole over tp; context parallelism.
