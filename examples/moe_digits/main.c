@@ -220,6 +220,7 @@ int main(int argc, char **argv) {
   h.step_s = calloc((size_t)o.steps, sizeof(double));
   h.bubble_measured = calloc((size_t)o.steps, sizeof(double));
   h.pipeline_s = calloc((size_t)o.steps, sizeof(double));
+  h.cpu_s = calloc((size_t)o.steps, sizeof(double));
   double *ref = NULL, *ref_s = NULL;
   if (rank == 0 && o.reference && read_reference(o.reference, &ref, &ref_s, &h.reference_steps) == 0) {
     h.reference = ref;
@@ -244,6 +245,7 @@ int main(int argc, char **argv) {
   free(h.step_s);
   free(h.bubble_measured);
   free(h.pipeline_s);
+  free(h.cpu_s);
   digits_free(&d);
   weft_comm_destroy(world);
   return all_bad ? 1 : 0;

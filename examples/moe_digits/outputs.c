@@ -117,11 +117,12 @@ int write_layout_json(const char *path, const struct options *o, const struct hi
   fprintf(f,
           "{\n  \"ranks\": %d, \"dp\": %d, \"pp\": %d, \"tp\": %d, \"ep\": %d, \"zero\": %d,\n"
           "  \"schedule\": \"%s\", \"microbatches\": %d, \"global_batch\": %d, \"steps\": %d,\n"
-          "  \"step_seconds_median\": %.6f, \"pipeline_seconds_median\": %.6f, \"samples_per_second\": %.1f,\n"
+          "  \"step_seconds_median\": %.6f, \"pipeline_seconds_median\": %.6f, \"cpu_seconds_median\": %.6f,\n"
+          "  \"samples_per_second\": %.1f,\n"
           "  \"bubble_measured_mean\": %.4f, \"bubble_simulated\": %.4f,\n"
           "  \"final_loss\": %.6f, \"heldout_accuracy\": %.4f\n}\n",
           ranks, o->dp, o->pp, o->tp, o->ep, o->zero, o->schedule_name, h->microbatches, o->global_batch, h->steps, med,
-          median_of(h->pipeline_s, h->steps), med > 0 ? o->global_batch / med : 0.0, mean_bubble(h), h->bubble_simulated,
+          median_of(h->pipeline_s, h->steps), median_of(h->cpu_s, h->steps), med > 0 ? o->global_batch / med : 0.0, mean_bubble(h), h->bubble_simulated,
           h->steps ? h->loss[h->steps - 1] : 0.0, h->steps ? h->test_acc[h->steps - 1] : 0.0);
   return fclose(f) != 0;
 }

@@ -20,6 +20,14 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU seconds of this process, every thread (weft's progress threads too): on a machine whose
+ * ranks outnumber its cores a step cannot be shorter than all ranks' CPU seconds / cores. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 struct run {
   struct model m;
   struct stages s;
@@ -290,18 +298,18 @@ static int run_step(struct run *r, const struct options *o, const struct digits 
   r->s.inputs = x;
   r->s.labels = y;
   r->s.loss = r->s.correct = 0.0;
-  const double t0 = now();
+  const double t0 = now(), c0 = cpu_now();
   weft_timeline_t tl = NULL;
   TRY("weft_pipeline_run", weft_pipeline_run(r->pipe, &tl));
   const double t1 = now();
   if (optimizer_step(r, o, step)) return 1;
-  double stats[5] = {r->s.loss, r->s.correct, 0.0, now() - t0, t1 - t0};
+  double stats[6] = {r->s.loss, r->s.correct, 0.0, now() - t0, t1 - t0, cpu_now() - c0};
   const int eval = step % o->eval_every == 0 || step == o->steps - 1;
   if (eval && evaluate(r, d, &stats[2])) return 1;
   if (r->dp_rank != 0) stats[2] = 0.0; /* every replica evaluates; one counts */
-  double sum[5], mx[5];
-  TRY("weft_allreduce(stats)", weft_allreduce(stats, sum, 5, WEFT_FLOAT64, WEFT_SUM, world, NULL, NULL));
-  TRY("weft_allreduce(time)", weft_allreduce(stats, mx, 5, WEFT_FLOAT64, WEFT_MAX, world, NULL, NULL));
+  double sum[6], mx[6];
+  TRY("weft_allreduce(stats)", weft_allreduce(stats, sum, 6, WEFT_FLOAT64, WEFT_SUM, world, NULL, NULL));
+  TRY("weft_allreduce(time)", weft_allreduce(stats, mx, 6, WEFT_FLOAT64, WEFT_MAX, world, NULL, NULL));
   weft_timeline_info_t ti = WEFT_TIMELINE_INFO_INIT;
   TRY("weft_timeline_info", weft_timeline_info(tl, &ti));
   if (r->world_rank == 0) {
@@ -309,6 +317,7 @@ static int run_step(struct run *r, const struct options *o, const struct digits 
     h->test_acc[step] = eval ? sum[2] / (double)d->ntest : (step ? h->test_acc[step - 1] : 0.0);
     h->step_s[step] = mx[3];
     h->pipeline_s[step] = mx[4];
+    h->cpu_s[step] = sum[5];
     h->bubble_measured[step] = ti.bubble_fraction;
     h->train_acc_last = sum[1] / o->global_batch;
     h->steps = step + 1;

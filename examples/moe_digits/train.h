@@ -30,6 +30,7 @@ struct history {
   int steps;
   double *loss, *test_acc, *step_s, *bubble_measured;
   double *pipeline_s; /* the pipeline's part of each step (the slowest rank's), before the optimizer */
+  double *cpu_s;      /* CPU seconds of each step, all ranks' summed (compare with step x cores) */
   double bubble_simulated;
   int microbatches, tuner_candidates, ntest;
   double train_acc_last;
