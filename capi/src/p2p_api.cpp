@@ -43,7 +43,8 @@ void add_op(P2PBatch& b, const Comm& c, bool is_send, void* buf, size_t count, c
 
 // A receive may not overlap any other buffer of the batch (sends may share memory).
 void check_batch_overlap(const P2PBatch& b) {
-  std::vector<size_t> order;
+  thread_local std::vector<size_t> order;  // storage reused per thread (see P2PScratch)
+  order.clear();
   for (size_t i = 0; i < b.ops.size(); ++i)
     if (b.ops[i].bytes) order.push_back(i);
   auto start = [&](size_t i) { return reinterpret_cast<uintptr_t>(b.ops[i].buf); };
@@ -67,9 +68,63 @@ void check_batch_overlap(const P2PBatch& b) {
 
 }  // namespace
 
-void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void* stream, weft_request_t* request) {
+namespace {
+
+// Storage a blocking call reuses, per thread, so that a steady stream of blocking sends,
+// receives and batches on host memory allocates nothing (tests/multiproc/alloc-budget.txt). A
+// call that finds it taken (it never nests today: nothing run_p2p calls can call back into
+// weft) uses storage of its own.
+struct P2PScratch {
+  bool busy = false;
   std::vector<gpu::BufferRef> refs;
-  refs.reserve(b.ops.size());
+  OwnedOps posted;
+};
+thread_local P2PScratch p2p_scratch;
+
+class ScratchLease {
+ public:
+  ScratchLease() : mine_(!p2p_scratch.busy) {
+    if (mine_) {
+      p2p_scratch.busy = true;
+      s_ = &p2p_scratch;
+    } else {
+      s_ = &own_;
+    }
+    s_->refs.clear();
+  }
+  ~ScratchLease() {
+    if (mine_) p2p_scratch.busy = false;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  P2PScratch& operator*() { return *s_; }
+  P2PScratch* operator->() { return s_; }
+
+ private:
+  bool mine_;
+  P2PScratch own_;
+  P2PScratch* s_;
+};
+
+// Posts every operation of `b` into `posted` (empty on entry). On a failed post the ones
+// already posted are handed back (the unfinished to the graveyard) and the error goes on.
+void post_all(Comm& c, const P2PBatch& b, OwnedOps& posted) {
+  try {
+    for (const gpu::P2POp& o : b.ops) {
+      posted.push_back(take_user_op());
+      post_user_p2p(c, *posted.back(), o.is_send, o.peer, o.buf, o.bytes);
+    }
+  } catch (...) {
+    bury_unfinished(c, posted);
+    throw;
+  }
+}
+
+}  // namespace
+
+void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void* stream, weft_request_t* request) {
+  ScratchLease scratch;
+  std::vector<gpu::BufferRef>& refs = scratch->refs;
   for (size_t i = 0; i < b.ops.size(); ++i) refs.push_back({b.ops[i].buf, b.ops[i].bytes, b.names[i].c_str()});
   if (gpu::route(*h->comm, stream, refs) == gpu::Route::device) {
     register_device_request(h, request, what, gpu::p2p(h->comm, what, b.ops, stream, request != nullptr));
@@ -77,19 +132,10 @@ void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void
   }
   Comm& c = *h->comm;
   c.throw_if_unusable();
-  OwnedOps posted;
-  posted.reserve(b.ops.size());
-  try {
-    for (const gpu::P2POp& o : b.ops) {
-      auto op = std::make_unique<transport::Op>();
-      post_user_p2p(c, *op, o.is_send, o.peer, o.buf, o.bytes);
-      posted.push_back(std::move(op));
-    }
-  } catch (...) {
-    bury_unfinished(c, posted);
-    throw;
-  }
-  if (request) {
+  if (request) {  // the request owns its operations until weft_wait/weft_request_free
+    OwnedOps posted;
+    posted.reserve(b.ops.size());
+    post_all(c, b, posted);
     auto r = std::make_unique<weft_request>();
     r->comm = h->comm;
     r->operation = what;
@@ -97,12 +143,15 @@ void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void
     *request = register_request(std::move(r));
     return;
   }
+  OwnedOps& posted = scratch->posted;
+  post_all(c, b, posted);
   try {
     wait_owned(c, posted, what);
   } catch (...) {
     bury_unfinished(c, posted);
     throw;
   }
+  bury_unfinished(c, posted);  // all finished: back to this thread's pool
 }
 
 namespace {
@@ -112,7 +161,9 @@ weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const 
   return guarded(fn, [&] {
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
-    P2PBatch b;
+    thread_local P2PBatch b;  // storage reused per thread (see P2PScratch)
+    b.ops.clear();
+    b.names.clear();
     add_op(b, *h->comm, is_send, buf, count, dtype, peer, "");
     run_p2p(h, is_send ? "send" : "recv", b, stream, request);
   });
@@ -138,9 +189,9 @@ WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, wef
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
     if (!ops && nops) fail(Status::invalid_argument, "ops is NULL but nops = %zu; expected an array of nops operations", nops);
-    P2PBatch b;
-    b.ops.reserve(nops);
-    b.names.reserve(nops);
+    thread_local P2PBatch b;  // storage reused per thread (see P2PScratch)
+    b.ops.clear();
+    b.names.clear();
     for (size_t i = 0; i < nops; ++i) {
       const weft_p2p_op_t& o = ops[i];
       const std::string prefix = "ops[" + std::to_string(i) + "].";

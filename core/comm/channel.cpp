@@ -2,15 +2,14 @@
 
 #include <exception>
 
+#include "core/comm/op_pool.h"
+
 namespace weft {
 
 namespace {
-// Finished operations and the lists' storage, kept per thread for the next collective: the
-// pipelined algorithms post an operation per chunk, and the host path's steady state must not
-// allocate per chunk (tests/multiproc/alloc-budget.txt). Unfinished operations never come
-// back here: they go to the world's graveyard.
+// The lists' storage, kept per thread for the next collective (the operations themselves go
+// back to op_pool.h's cache): the host path's steady state must not allocate per call.
 struct OpCache {
-  std::vector<std::unique_ptr<transport::Op>> free_ops;
   std::vector<std::unique_ptr<transport::Op>> posted;
   std::vector<transport::Op*> waiting;
   std::vector<transport::Op*> table;
@@ -49,24 +48,14 @@ transport::Op* Channel::take_op() {
     posted_.swap(op_cache.posted);
     waiting_.swap(op_cache.waiting);
   }
-  if (op_cache.free_ops.empty()) {
-    posted_.push_back(std::make_unique<transport::Op>());
-  } else {
-    posted_.push_back(std::move(op_cache.free_ops.back()));
-    op_cache.free_ops.pop_back();
-    // The transport's Op::begin sets peer, direction, sizes and handle; only what begin leaves
-    // alone is reset here.
-    transport::Op& op = *posted_.back();
-    op.state.store(transport::Op::State::idle, std::memory_order_relaxed);
-    op.error.clear();
-  }
+  posted_.push_back(take_pooled_op());
   waiting_.push_back(posted_.back().get());
   return posted_.back().get();
 }
 
 void Channel::recycle_ops() {
   for (auto& op : posted_) {
-    if (op && op->finished()) op_cache.free_ops.push_back(std::move(op));
+    if (op && op->finished()) return_pooled_op(std::move(op));
   }
   posted_.clear();
   waiting_.clear();

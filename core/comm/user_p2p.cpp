@@ -2,6 +2,7 @@
 
 #include "core/comm/channel.h"
 #include "core/comm/comm.h"
+#include "core/comm/op_pool.h"
 #include "core/comm/progress.h"
 
 namespace weft {
@@ -23,15 +24,23 @@ bool all_finished(const OwnedOps& ops) {
 }
 
 void wait_owned(Comm& comm, const OwnedOps& ops, const char* operation) {
-  std::vector<transport::Op*> raw;
-  raw.reserve(ops.size());
+  // The list's storage is kept per thread: a blocking send or receive must not allocate.
+  thread_local std::vector<transport::Op*> raw;
+  raw.clear();
   for (const auto& op : ops) raw.push_back(op.get());
   wait_ops(comm, raw, {operation, "", 0});
 }
 
+std::unique_ptr<transport::Op> take_user_op() { return take_pooled_op(); }
+
 void bury_unfinished(Comm& comm, OwnedOps& ops) {
-  for (auto& op : ops)
-    if (op && !op->finished()) comm.world().bury(std::move(op));
+  for (auto& op : ops) {
+    if (op && !op->finished()) {
+      comm.world().bury(std::move(op));
+    } else {
+      return_pooled_op(std::move(op));
+    }
+  }
   ops.clear();
 }
 

@@ -20,11 +20,15 @@ void post_user_p2p(Comm& comm, transport::Op& op, bool is_send, int peer, void* 
 
 using OwnedOps = std::vector<std::unique_ptr<transport::Op>>;
 
+// An operation for post_user_p2p: recycled from this thread's pool (core/comm/op_pool.h) when
+// one is there, so a steady stream of blocking calls does not allocate.
+std::unique_ptr<transport::Op> take_user_op();
+
 bool all_finished(const OwnedOps& ops);
 // wait_ops (progress.h) over owned operations.
 void wait_owned(Comm& comm, const OwnedOps& ops, const char* operation);
 // Unfinished operations go to the world's graveyard (the transport may still use them and
-// their buffers); the list is emptied.
+// their buffers), finished ones back to this thread's pool; the list is emptied.
 void bury_unfinished(Comm& comm, OwnedOps& ops);
 
 }  // namespace weft
