@@ -72,6 +72,7 @@ WEFT_API weft_status_t weft_plan_load(const char* model_path, const char* cluste
     if (c.weight_bytes == 0 && m.weight_bytes != 0) o.weight_bytes = m.weight_bytes;
     if (c.grad_bytes == 0 && m.grad_bytes != 0) o.grad_bytes = m.grad_bytes;
     if (c.optimizer_bytes == 0 && m.optimizer_bytes != 0) o.optimizer_bytes = m.optimizer_bytes;
+    if (c.grad_allreduce_bytes == 0) o.grad_allreduce_bytes = m.grad_allreduce_bytes;
     if (o.global_batch == 0) {
       fail(Status::invalid_argument, "%s: no global batch: give config->global_batch or a 'train global_batch=G' line",
            mpath.c_str());

@@ -14,7 +14,7 @@ namespace weft::capi {
 // weft_plan_layer_t grows only at its end; the first release's stride (config->layer_size 0).
 constexpr size_t kFirstLayerSize = offsetof(weft_plan_layer_t, context_bytes) + sizeof(double);
 static_assert(kFirstLayerSize == 80, "the first release's weft_plan_layer_t was 80 bytes");
-static_assert(sizeof(weft_plan_layer_t) == 96, "weft_plan_layer_t's fields are only ever appended");
+static_assert(sizeof(weft_plan_layer_t) == 104, "weft_plan_layer_t's fields are only ever appended");
 
 namespace {
 
@@ -42,6 +42,7 @@ plan::Options plan_options(const weft_plan_config_t& c) {
   if (c.grad_bytes != 0) o.grad_bytes = c.grad_bytes;
   if (c.optimizer_bytes != 0) o.optimizer_bytes = c.optimizer_bytes;
   o.microbatch_overhead = c.microbatch_overhead;
+  o.grad_allreduce_bytes = c.grad_allreduce_bytes;
   o.top = c.top;
   o.include_infeasible = c.include_infeasible != 0;
   o.max_pp = c.max_pp;
@@ -101,6 +102,7 @@ std::vector<plan::Layer> plan_layers(const weft_plan_layer_t* layers, size_t cou
     x.context_bytes = l.context_bytes;
     x.tp_replicated = l.tp_replicated;  // core/plan/check.cpp judges both
     x.tp_allreduces = l.tp_allreduces;
+    x.shared_params = l.shared_params;
     out.push_back(std::move(x));
   }
   return out;

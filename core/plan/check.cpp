@@ -92,6 +92,11 @@ Options checked(Options o) {
       fail(Status::invalid_argument, "%s = %d; expected 0 (= 2) .. %d", at("layers", i, "tp_allreduces").c_str(),
            l.tp_allreduces, kMaxAllreduces);
     }
+    finite(l.shared_params, at("layers", i, "shared_params"));
+    if (l.shared_params > 0 && (l.experts == 0 || l.shared_params > l.params)) {
+      fail(Status::invalid_argument, "%s = %g; expected 0..params (%g) of an MoE layer (experts > 0; it has %d)",
+           at("layers", i, "shared_params").c_str(), l.shared_params, l.params, l.experts);
+    }
     if (l.forward_seconds == 0 && l.forward_flops > 0 && !(c.flops > 0)) {
       fail(Status::invalid_argument, "%s = %g without forward_seconds needs cluster.flops_per_rank > 0 (it is %g)",
            at("layers", i, "forward_flops").c_str(), l.forward_flops, c.flops);
@@ -106,6 +111,7 @@ Options checked(Options o) {
   finite(o.weight_bytes, "weight_bytes");
   finite(o.grad_bytes, "grad_bytes");
   finite(o.optimizer_bytes, "optimizer_bytes");
+  finite(o.grad_allreduce_bytes, "grad_allreduce_bytes");
   finite(o.microbatch_overhead, "microbatch_overhead");
   if (o.top < 0) fail(Status::invalid_argument, "top = %d; expected >= 0 (0 = 10)", o.top);
   if (o.top == 0) o.top = 10;

@@ -27,6 +27,12 @@ double work_share(const Layer& L, int tp, int cp) {
 
 double ring_steps(Collective kind, int n) { return kind == Collective::allreduce ? 2.0 * (n - 1) : n - 1.0; }
 
+// The consecutive ranks an ep group spans: ep is folded onto the dp x tp ranks (tp innermost),
+// so a group of ep <= tp lies within a tp group, a larger one strides over the cp ranks.
+long long ep_span(const Layout& x) {
+  return x.ep <= x.tp ? x.ep : static_cast<long long>(x.tp) * x.cp * (x.ep / x.tp);
+}
+
 }  // namespace
 
 double latency_term(const Link& l, Collective kind, int n, double steps) {
@@ -76,7 +82,8 @@ struct LayerPrice {
   double forward = 0, backward = 0;  // arithmetic, one micro-batch
   Cost comm_f, comm_b;               // collectives, one micro-batch
   double activation = 0;             // bytes kept per micro-batch
-  double params = 0;                 // parameters on one rank
+  double params = 0;                 // parameters on one rank (an MoE layer's experts' share)
+  double shared = 0;                 // an MoE layer's parameters held whole on every rank
   bool expert = false;
 };
 
@@ -93,14 +100,14 @@ LayerPrice price_layer(const Layer& L, const Options& o, const Layout& x, int mb
   p.activation = L.activation_bytes * mbs / split;
   const double out = L.output_bytes * mbs / x.cp;  // one rank's share of the sequence
   if (p.expert) {
-    p.params = L.params / x.ep;
+    p.params = (L.params - L.shared_params) / x.ep;
+    p.shared = L.shared_params;
     if (x.tp > 1) {  // the tp ranks' token shares are gathered back (reduce-scattered in backward)
       p.comm_f += ring_allgather(x.tp, out, link_for(c, x.tp));
       p.comm_b += reduce_scatter(x.tp, out, link_for(c, x.tp));
     }
     if (x.ep > 1) {  // dispatch + combine, forward and backward
-      const long long span = x.ep <= x.tp ? x.ep : static_cast<long long>(x.tp) * x.cp * (x.ep / x.tp);
-      const Cost a2a = all_to_all(x.ep, L.top_k * out / x.tp, link_for(c, span));
+      const Cost a2a = all_to_all(x.ep, L.top_k * out / x.tp, link_for(c, ep_span(x)));
       p.comm_f += a2a;
       p.comm_f += a2a;
       p.comm_b += a2a;
@@ -133,11 +140,16 @@ double state_bytes(const Options& o, double params, int zero, int n) {
                    o.optimizer_bytes / (zero >= 1 ? n : 1));
 }
 
-// The step's reduction of one group's gradients (n replicas) and, for ZeRO 1/2, the all-gather
-// of the updated weights.
+// The step's reduction of one group's gradients (n replicas): the config's wider all-reduce
+// first when it has one, then an all-reduce (ZeRO 0) or a reduce-scatter and, for ZeRO 1/2, the
+// all-gather of the updated weights.
 Cost reduce_gradients(const Options& o, double params, int zero, int n, const Link& l) {
-  if (zero == 0) return ring_allreduce(n, params * o.grad_bytes, l);
-  Cost c = reduce_scatter(n, params * o.grad_bytes, l);
+  Cost c = ring_allreduce(n, params * o.grad_allreduce_bytes, l);  // nothing when 0 bytes
+  if (zero == 0) {
+    c += ring_allreduce(n, params * o.grad_bytes, l);
+    return c;
+  }
+  c += reduce_scatter(n, params * o.grad_bytes, l);
   if (zero < 3) c += ring_allgather(n, params * o.weight_bytes, l);
   return c;
 }
@@ -205,7 +217,7 @@ StagePrices Pricer::stages(const Layout& x, int S, int mbs) const {
   pipeline::Costs& k = sp.costs;
   for (int s = 0; s < S; ++s) {
     const size_t first = cut[static_cast<size_t>(s)], last = cut[static_cast<size_t>(s) + 1];
-    double f = 0, b = 0, act = 0, dense = 0, expert = 0;
+    double f = 0, b = 0, act = 0, dense = 0, expert = 0, shared = 0;
     Cost comm;
     double comm_f = 0, comm_b = 0;
     for (size_t i = first; i < last; ++i) {
@@ -217,7 +229,9 @@ StagePrices Pricer::stages(const Layout& x, int S, int mbs) const {
       comm.bytes += p.comm_f.bytes + p.comm_b.bytes;
       act += p.activation;
       (p.expert ? expert : dense) += p.params;
+      shared += p.shared;
     }
+    dense += shared;  // stored and reduced over dp x cp as dense parameters are
     double gathered = 0;
     if (x.zero == 3) {  // each stage gathers its weights before every forward and every backward
       const Cost g_dense = ring_allgather(n_dense, dense * o_.weight_bytes, replicas);
@@ -244,7 +258,10 @@ StagePrices Pricer::stages(const Layout& x, int S, int mbs) const {
     sp.comm_bytes.push_back(sent);
     sp.static_bytes.push_back(state_bytes(o_, dense, x.zero, n_dense) + state_bytes(o_, expert, x.zero, n_expert));
     sp.gathered_bytes.push_back(gathered);
-    Cost dp = reduce_gradients(o_, dense, x.zero, n_dense, replicas);
+    // Shared MoE parameters saw different tokens on each tp rank (an MoE layer's tokens are split
+    // over tp): summed over the tp group first, then over dp x cp as dense ones.
+    Cost dp = ring_allreduce(x.tp, shared * o_.grad_bytes, link_for(c, x.tp));
+    dp += reduce_gradients(o_, dense, x.zero, n_dense, replicas);
     dp += reduce_gradients(o_, expert, x.zero, n_expert, replicas);
     sp.dp_seconds.push_back(dp.seconds);
     sp.dp_bytes.push_back(dp.bytes);

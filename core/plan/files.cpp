@@ -129,7 +129,7 @@ Layer parse_layer(const Line& l, const std::string& path) {
   const Reader r{path, l.number};
   Layer layer;
   std::set<std::string> seen;
-  apply(l, path, seen, "name count params flops fwd bwd act out experts topk tp kv tp_rep tp_ar", [&](const std::string& k,
+  apply(l, path, seen, "name count params flops fwd bwd act out experts topk tp kv tp_rep tp_ar shared", [&](const std::string& k,
                                                                                           const std::string& v) {
     if (k == "name") layer.name = v;
     else if (k == "count") layer.count = r.integer(k, v);
@@ -142,6 +142,7 @@ Layer parse_layer(const Line& l, const std::string& path) {
     else if (k == "experts") layer.experts = r.integer(k, v);
     else if (k == "topk") layer.top_k = r.integer(k, v);
     else if (k == "kv") layer.context_bytes = r.number(k, v);
+    else if (k == "shared") layer.shared_params = r.number(k, v);
     else if (k == "tp_rep") {
       layer.tp_replicated = r.number(k, v);
       if (layer.tp_replicated > 1) {
@@ -175,6 +176,10 @@ Layer parse_layer(const Line& l, const std::string& path) {
   if (layer.count < 1) {
     fail(Status::invalid_argument, "%s:%d: key 'count': %d; expected >= 1", path.c_str(), l.number, layer.count);
   }
+  if (layer.shared_params > 0 && (layer.experts == 0 || layer.shared_params > layer.params)) {
+    fail(Status::invalid_argument, "%s:%d: key 'shared': %g; expected 0..params (%g) of an MoE layer (experts > 0)",
+         path.c_str(), l.number, layer.shared_params, layer.params);
+  }
   if (layer.experts > 0 && (layer.top_k < 1 || layer.top_k > layer.experts)) {
     fail(Status::invalid_argument, "%s:%d: key 'topk': %d; expected 1..experts (%d)", path.c_str(), l.number,
          layer.top_k, layer.experts);
@@ -195,12 +200,13 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
       train_seen = true;
       const Reader r{path, l.number};
       std::set<std::string> seen;
-      apply(l, path, seen, "global_batch weight_bytes grad_bytes optimizer_bytes",
+      apply(l, path, seen, "global_batch weight_bytes grad_bytes optimizer_bytes grad_allreduce_bytes",
             [&](const std::string& k, const std::string& v) {
               if (k == "global_batch") m.global_batch = r.integer(k, v);
               else if (k == "weight_bytes") m.weight_bytes = r.number(k, v);
               else if (k == "grad_bytes") m.grad_bytes = r.number(k, v);
               else if (k == "optimizer_bytes") m.optimizer_bytes = r.number(k, v);
+              else if (k == "grad_allreduce_bytes") m.grad_allreduce_bytes = r.number(k, v);
               else return false;
               return true;
             });

@@ -23,6 +23,7 @@ struct Layer {
   double activation_bytes = 0, output_bytes = 0, context_bytes = 0;
   double tp_replicated = 0;  // share of a tp-split layer's time every tp rank runs whole
   int tp_allreduces = 0;     // per direction and micro-batch of a splittable layer; 0 = 2
+  double shared_params = 0;  // of an MoE layer: held whole on every ep rank (router, shared experts)
 };
 
 // A small collective measured within one host while every rank computed (weft_plan_collective_t).
@@ -56,6 +57,7 @@ struct Options {
   int global_batch = 0;
   int ranks = 0;  // 0 = every rank of the cluster
   double weight_bytes = 2, grad_bytes = 2, optimizer_bytes = 12;
+  double grad_allreduce_bytes = 0;  // a wider all-reduce of the gradients before the DP reduction
   double microbatch_overhead = 0;
   int top = 10;
   bool include_infeasible = false;
@@ -107,6 +109,7 @@ struct ModelFile {
   std::vector<Layer> layers;
   int global_batch = 0;                                  // 0 = no train line
   double weight_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  // 0 = not given
+  double grad_allreduce_bytes = 0;                               // 0 = not given (= none)
 };
 ModelFile parse_model(const std::string& text, const std::string& path);
 Cluster parse_cluster(const std::string& text, const std::string& path);

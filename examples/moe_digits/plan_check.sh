@@ -39,7 +39,9 @@ expected = [  # (row, key, value): the closed forms
     (1, "act", 4 * (2 * H + E + 2 * K + C + K * (H + 2 * FE))),  # 1112
     (0, "out", 4 * H), (1, "out", 4 * H), (1, "experts", E), (1, "topk", K), (0, "tp", 1), (1, "tp", 0),
     (0, "tp_ar", 1),  # block A's MLP: one all-reduce over tp each way
+    (1, "shared", H * E + H * C + C),  # the router and the head, whole on every tp/ep rank: 586
 ]
+train = pairs(f"{out}/model.txt", "train")[0]
 def mismatches(table):
     bad = [f"layer {r} {k}={layers[r].get(k)}, expected {v}" for r, k, v in table if float(layers[r].get(k, "nan")) != v]
     for r in range(2):
@@ -50,6 +52,9 @@ def mismatches(table):
     # strictly between 0 and 1 of its time; block B has none.
     if not 0 < float(layers[0].get("tp_rep", "nan")) < 1 or "tp_rep" in layers[1]:
         bad.append(f"tp_rep {layers[0].get('tp_rep')} / {layers[1].get('tp_rep')}: expected 0 < block A's < 1, none on B")
+    # train.c sums the gradients over dp in float64, then gives ZeRO float32 ones.
+    if train.get("grad_allreduce_bytes") != "8" or train.get("grad_bytes") != "4":
+        bad.append(f"train line {train}: expected grad_allreduce_bytes=8 and grad_bytes=4")
     if cluster.get("ranks_per_host") != "2" or not float(cluster["intra_lat"]) > 0 or not float(cluster["intra_bw"]) > 0:
         bad.append(f"cluster line {cluster}: expected ranks_per_host=2 and a positive intra_lat and intra_bw")
     for key in ("intra_allreduce", "intra_alltoall"):  # 2 ranks per host: one group size, 2

@@ -176,10 +176,17 @@ static int write_model(const char *path, int ranks, const struct model *m, const
              "# reduction sends it in float64 (twice the bytes).\n");
   fprintf(f, "layer name=dense count=1 params=%.0f flops=%.0f fwd=%.4g bwd=%.4g act=%.0f out=%d experts=0 topk=0 "
              "tp=1 kv=0 tp_rep=%.3f tp_ar=1\n", params[0], flops[0], a_f, a_b, act[0], HIDDEN * 4, rep);
+  /* The router and the head are whole on every tp/ep rank, which routed different tokens:
+   * train.c sums their gradients over tp once a step. */
+  const double shared = (double)(m->p[P_WR].count + m->p[P_WO].count + m->p[P_BO].count);
+  fprintf(f, "# moe: shared = the router's and the head's parameters, whole on every tp/ep rank (their\n"
+             "# gradients are summed over tp once a step).\n");
   fprintf(f, "layer name=moe count=1 params=%.0f flops=%.0f fwd=%.4g bwd=%.4g act=%.0f out=%d experts=%d topk=%d "
-             "tp=0 kv=0\n", params[1], flops[1], per[B_F], per[B_B], act[1], HIDDEN * 4, EXPERTS, TOPK);
-  fprintf(f, "# float32 weights; gradients summed over dp in float64 (train.c); Adam's two float32 moments\n");
-  fprintf(f, "train global_batch=128 weight_bytes=4 grad_bytes=8 optimizer_bytes=8\n");
+             "tp=0 kv=0 shared=%.0f\n", params[1], flops[1], per[B_F], per[B_B], act[1], HIDDEN * 4, EXPERTS, TOPK,
+          shared);
+  fprintf(f, "# float32 weights; gradients summed over dp in float64 first (grad_allreduce_bytes=8, train.c),\n"
+             "# then handed to ZeRO in float32 (grad_bytes=4); Adam's two float32 moments\n");
+  fprintf(f, "train global_batch=128 weight_bytes=4 grad_bytes=4 optimizer_bytes=8 grad_allreduce_bytes=8\n");
   return fclose(f) != 0;
 }
 

@@ -186,6 +186,67 @@ TEST(Plan, ExpertParallelIsFourAllToAllsPerMicrobatch) {
   check_value(x.static_bytes, P / n * 16, "ep 4: a quarter of the experts' state per rank", kRel);
 }
 
+TEST(Plan, WiderGradientAllreduceComesBeforeTheZeroReduction) {
+  // grad_allreduce_bytes: a ring all-reduce of that many bytes per parameter over the replicas,
+  // before ZeRO-0's all-reduce (or ZeRO-1's reduce-scatter + all-gather) of grad_bytes.
+  const int n = 4, G = 8;
+  const double f = 0.002, P = 1e6, bw = 1e9, a = 1e-5, wide = 8;
+  Options o = base(n, G);
+  o.layers = {dense(f, P)};
+  o.grad_allreduce_bytes = wide;
+  const double compute = 3 * f * G / n;
+  auto ring = [&](double bytes) { return 2.0 * (n - 1) / n * bytes / bw + 2 * (n - 1) * a; };
+  const Layout z0 = predict(o, fixed(n, 1, 1, 0, 1));
+  check_value(z0.step, compute + ring(P * wide) + ring(P * 2), "dp 4 ZeRO-0: the wide all-reduce + grad_bytes'", kRel);
+  check_value(z0.communication_bytes, 2.0 * (n - 1) / n * P * (wide + 2), "dp 4 ZeRO-0: bytes of both", kRel);
+  check_value(predict(o, fixed(n, 1, 1, 1, 1)).step, compute + ring(P * wide) + ring(P * 2),
+              "dp 4 ZeRO-1: the wide all-reduce + reduce-scatter + all-gather", kRel);
+  // Memory is unchanged: the wide sum is a transient of the reduction.
+  check_value(z0.static_bytes, P * 16, "dp 4 ZeRO-0: static bytes as without it", kRel);
+  // One replica: nothing to reduce.
+  Options one = base(1, G);
+  one.layers = o.layers;
+  one.grad_allreduce_bytes = wide;
+  check_value(predict(one, fixed(1, 1, 1, 0, 1)).step, 3 * f * G, "one rank: no reduction at all", kRel);
+}
+
+TEST(Plan, SharedExpertParametersAreReducedOverTheExpertGroup) {
+  // shared_params of an MoE layer: whole on every rank (so not divided by ep in memory),
+  // all-reduced over the tp group once a step (its tokens are split over tp), then reduced
+  // over dp as dense parameters.
+  const int n = 4, G = 8;
+  const double f = 0.001, out = 4e5, bw = 1e9, a = 1e-5, P = 4e6, S = 1e5;
+  Options o = base(n, G);
+  Layer moe = dense(f, P, 0, out);
+  moe.experts = 8;
+  moe.top_k = 2;
+  moe.shared_params = S;
+  o.layers = {moe};
+  Layout shape = fixed(n, 1, 1, 0, 1);
+  shape.ep = n;
+  const Layout x = predict(o, shape);
+  const double B = G / n;
+  const double a2a = (n - 1) * a + (n - 1.0) / n * 2 * out * B / bw;
+  const double shared_ar = 2.0 * (n - 1) / n * S * 2 / bw + 2 * (n - 1) * a;  // grad_bytes 2
+  // dp 4 (ep over the dp ranks), tp 1: no tp sum; the shared part is reduced over dp 4 as
+  // dense parameters, the experts have one replica each.
+  check_value(x.step, 3 * f * B + 4 * a2a + shared_ar, "dp 4, ep 4: + the shared gradients' dp all-reduce", kRel);
+  check_value(x.static_bytes, ((P - S) / n + S) * 16, "ep 4: the experts' quarter + the shared whole", kRel);
+  // dp 2 x tp 2 with ep 2 (ep within a tp group): the shared sum over tp = 2, then the dense
+  // ZeRO-0 all-reduce of the shared part over dp = 2, and the experts' over dp x tp / ep = 2.
+  Layout hybrid = fixed(2, 2, 1, 0, 1);
+  hybrid.ep = 2;
+  const Layout h = predict(o, hybrid);
+  auto ring2 = [&](double bytes) { return 2.0 * 1 / 2 * bytes / bw + 2 * 1 * a; };
+  const double mbs = G / 2.0;
+  const double gather = (1 * a + 0.5 * out * mbs / bw), a2a2 = 1 * a + 0.5 * 2 * out * mbs / 2 / bw;
+  check_value(h.step, 3 * f * mbs / 2 + 2 * gather + 4 * a2a2 + ring2(S * 2) + ring2(S * 2) + ring2((P - S) / 2 * 2),
+              "dp 2 x tp 2, ep 2: tp gather/scatter + 4 all-to-alls + tp sum + dp sums", kRel);
+  // shared 0: the whole layer is experts, with one replica each at dp 4 x ep 4.
+  o.layers[0].shared_params = 0;
+  check_value(predict(o, shape).step, 3 * f * B + 4 * a2a, "shared 0: as before", kRel);
+}
+
 TEST(Plan, MeasuredCollectivesSetTheirLatencyTerm) {
   // weft/plan.h: a measured entry replaces a host collective's latency term: the entry for the
   // group's size, else the per-step cost of the nearest smaller size, else of the nearest larger
@@ -341,6 +402,16 @@ TEST(Plan, BadDescriptionsAreRefusedNamingTheField) {
   refused(bad, "layers[0].tp_allreduces", "negative all-reduces");
   bad.layers[0].tp_allreduces = 65;
   refused(bad, "layers[0].tp_allreduces", "65 all-reduces");
+  bad = o;
+  bad.layers[0].shared_params = 10;  // layer 0 is dense
+  refused(bad, "layers[0].shared_params", "shared parameters of a dense layer");
+  bad.layers[0].experts = 2;
+  bad.layers[0].top_k = 1;
+  bad.layers[0].shared_params = bad.layers[0].params * 2;
+  refused(bad, "layers[0].shared_params", "more shared parameters than parameters");
+  bad = o;
+  bad.grad_allreduce_bytes = -1;
+  refused(bad, "grad_allreduce_bytes", "negative wide all-reduce bytes");
   bad = o;
   bad.cluster.memory = 0;
   refused(bad, "memory_per_rank", "no memory");

@@ -70,6 +70,12 @@ TEST(PlanFiles, ValuesAreReadAsWritten) {
   check_value(split.layers[0].tp_allreduces, 1, "tp_ar");
   check_value(m.layers[1].tp_replicated, 0, "tp_rep's default");
   check_value(m.layers[1].tp_allreduces, 0, "tp_ar's default (= 2)");
+  const ModelFile moe = parse_model("layer name=moe fwd=1 params=800 experts=4 shared=96\n"
+                                    "train grad_allreduce_bytes=8\n", "e.model");
+  check_value(moe.layers[0].shared_params, 96, "shared");
+  check_value(moe.grad_allreduce_bytes, 8, "train grad_allreduce_bytes");
+  check_value(m.layers[2].shared_params, 0, "shared's default");
+  check_value(m.grad_allreduce_bytes, 0, "grad_allreduce_bytes' default (none)");
   check_value(m.global_batch, 16, "train global_batch");
   check_value(m.optimizer_bytes, 8, "train optimizer_bytes");
   const Cluster c = parse_cluster(kCluster, "c.cluster");
@@ -105,6 +111,11 @@ TEST(PlanFiles, MalformedLinesNameFileLineAndKey) {
   refused(model("layer name=a fwd=1 tp_ar=1.5\n"), {"m.model:1", "'tp_ar'"}, "fractional tp_ar");
   refused(model("layer name=a fwd=1 tp_ar=65\n"), {"m.model:1", "'tp_ar'", "64"}, "tp_ar 65");
   refused(model("layer name=a fwd=1 experts=4 topk=5\n"), {"m.model:1", "'topk'"}, "topk > experts");
+  refused(model("layer name=a fwd=1 params=10 shared=4\n"), {"m.model:1", "'shared'", "MoE"}, "shared of a dense layer");
+  refused(model("layer name=a fwd=1 params=10 experts=2 shared=11\n"), {"m.model:1", "'shared'", "0..params"},
+          "shared > params");
+  refused(model("layer name=a fwd=1\ntrain grad_allreduce_bytes=-8\n"), {"m.model:2", "'grad_allreduce_bytes'"},
+          "negative grad_allreduce_bytes");
   refused(model("layer name=a fwd=1 oops\n"), {"m.model:1", "'oops'"}, "no '='");
   refused(model("lair name=a fwd=1\n"), {"m.model:1", "'lair'"}, "unknown line");
   refused(model("# only a comment\n"), {"m.model", "no 'layer'"}, "no layers");
@@ -227,7 +238,7 @@ TEST(PlanFiles, CreateThroughTheAbiCarriesTheMeasuredCollectives) {
   cluster.inter_latency = 1e-5;
   cluster.intra_collectives = measured;
   cluster.num_intra_collectives = 3;
-  weft_plan_layer_t layer = {"moe", 2, 8, 2, 0, 8000, 0, 0.02, 0, 0, 8, 0, 0, 0};
+  weft_plan_layer_t layer = {"moe", 2, 8, 2, 0, 8000, 0, 0.02, 0, 0, 8, 0, 0, 0, 0};
   weft_plan_layout_t fixed = WEFT_PLAN_LAYOUT_INIT;
   fixed.dp = 2, fixed.tp = 4, fixed.ep = 4, fixed.schedule = WEFT_SCHEDULE_ONE_F_ONE_B, fixed.microbatches = 1;
   weft_plan_config_t config = WEFT_PLAN_CONFIG_INIT;
@@ -279,8 +290,8 @@ TEST(PlanFiles, LayersOfTheFirstReleaseAreReadAtTheirStride) {
   static_assert(sizeof(FirstLayer) == 80, "the first release's weft_plan_layer_t");
   const FirstLayer old[2] = {{"mlp", 2, 0, 1, 1, 5000, 0, 0.01, 0.02, 0, 1e5, 0},
                              {"moe", 1, 8, 2, 0, 8000, 0, 0.02, 0, 0, 1e5, 0}};
-  weft_plan_layer_t now[2] = {{"mlp", 2, 0, 1, 1, 5000, 0, 0.01, 0.02, 0, 1e5, 0, 0, 0},
-                              {"moe", 1, 8, 2, 0, 8000, 0, 0.02, 0, 0, 1e5, 0, 0, 0}};
+  weft_plan_layer_t now[2] = {{"mlp", 2, 0, 1, 1, 5000, 0, 0.01, 0.02, 0, 1e5, 0, 0, 0, 0},
+                              {"moe", 1, 8, 2, 0, 8000, 0, 0.02, 0, 0, 1e5, 0, 0, 0, 0}};
   weft_plan_cluster_t cluster = WEFT_PLAN_CLUSTER_INIT;
   cluster.ranks_per_host = 4, cluster.memory_per_rank = 1e9, cluster.intra_bandwidth = 1e10;
   cluster.intra_latency = 1e-6;
@@ -324,4 +335,21 @@ TEST(PlanFiles, LayersOfTheFirstReleaseAreReadAtTheirStride) {
   now[0].tp_replicated = 2;
   inject::check(step(current, now) < 0 && std::string(weft_last_error()).find("layers[0].tp_replicated") != std::string::npos,
                 std::string("tp_replicated 2 through the ABI: ") + weft_last_error());
+  now[0].tp_replicated = 0, now[0].tp_allreduces = 0;
+  // shared_params (the MoE layer, tp 4: summed over tp each step) and the config's
+  // grad_allreduce_bytes reach the prediction; a config that ends before the latter reads 0.
+  now[1].shared_params = 4000;
+  inject::check(step(current, now) > want, "shared_params 4000 adds the tp sum of their gradients");
+  now[1].shared_params = 0;
+  weft_plan_config_t wide = current;
+  wide.grad_allreduce_bytes = 8;
+  fixed.dp = 2, fixed.tp = 2, fixed.ep = 2;
+  const double dp2 = step(current, now);
+  inject::check(step(wide, now) > dp2, "grad_allreduce_bytes 8 adds an all-reduce over dp 2");
+  weft_plan_config_t short_config = wide;
+  short_config.struct_size = offsetof(weft_plan_config_t, grad_allreduce_bytes);
+  check_value(step(short_config, now), dp2, "a config ending before grad_allreduce_bytes reads none", 1e-12);
+  now[1].shared_params = 9000;
+  inject::check(step(current, now) < 0 && std::string(weft_last_error()).find("layers[1].shared_params") != std::string::npos,
+                std::string("shared_params above params through the ABI: ") + weft_last_error());
 }

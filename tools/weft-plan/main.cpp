@@ -25,7 +25,7 @@ const char* const kUsageText =
     "                 [--layout dp=D,tp=T,pp=P,ep=E,cp=C,zero=Z,schedule=S,mb=M,v=V]\n"
     "                 [--all] [--max-pp N] [--max-tp N] [--max-cp N] [--max-mb N] [--tp-across-hosts]\n"
     "                 [--kinds a,b,...] [--overhead SECONDS] [--weight-bytes B] [--grad-bytes B]\n"
-    "                 [--optimizer-bytes B]\n"
+    "                 [--optimizer-bytes B] [--grad-allreduce-bytes B]\n"
     "  Ranks every layout (dp x tp x pp x cp = ranks, ep over dp x tp, ZeRO 0-3, every pipeline\n"
     "  schedule and micro-batch count) by predicted step time under the memory per rank and prints\n"
     "  the best K (default 10): layout, step time, compute, exposed communication, bubble, memory\n"
@@ -43,15 +43,19 @@ const char* const kUsageText =
     "\n"
     "model file (one line per layer kind, in model order; '#' comments):\n"
     "  layer name=NAME count=C params=P flops=F fwd=S bwd=S act=B out=B experts=E topk=K tp=0|1 kv=B\n"
-    "        tp_rep=R tp_ar=A\n"
+    "        tp_rep=R tp_ar=A shared=P\n"
     "    count: identical copies in a row; params: parameters (all experts); flops: forward flops per\n"
     "    sample; fwd/bwd: measured seconds per sample (fwd > 0 overrides flops; bwd 0 = 2 x fwd);\n"
     "    act: bytes kept until backward per sample; out: output bytes per sample; experts/topk: an\n"
     "    MoE layer; tp=1: Megatron-splittable; kv: K/V bytes per sample context parallelism moves;\n"
     "    tp_rep: the share (0..1) of a tp-split layer's time every tp rank runs whole (default 0);\n"
     "    tp_ar: all-reduces over tp per micro-batch and direction of a tp=1 layer (0 = 2: a\n"
-    "    transformer block; 1: an MLP alone)\n"
+    "    transformer block; 1: an MLP alone); shared: of an MoE layer's params, those every rank\n"
+    "    holds whole (router, shared experts; their gradients are all-reduced over tp each step)\n"
     "  train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12      (optional, once)\n"
+    "        grad_allreduce_bytes=0\n"
+    "    grad_allreduce_bytes: bytes per parameter of an all-reduce of every gradient over its\n"
+    "    replicas before ZeRO's reduction (a float64 sum for reproducibility: 8; default none)\n"
     "cluster file (one or more lines):\n"
     "  cluster hosts=H ranks_per_host=R memory=BYTES flops=F intra_bw=B intra_lat=S inter_bw=B inter_lat=S\n"
     "          intra_allreduce=N:S,N:S,... intra_alltoall=N:S,...                  (optional)\n"
@@ -163,6 +167,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--weight-bytes") a.config.weight_bytes = number(f, value());
     else if (f == "--grad-bytes") a.config.grad_bytes = number(f, value());
     else if (f == "--optimizer-bytes") a.config.optimizer_bytes = number(f, value());
+    else if (f == "--grad-allreduce-bytes") a.config.grad_allreduce_bytes = number(f, value());
     else if (f == "--kinds") {
       for (const std::string& k : split(value(), ',')) a.kinds.push_back(schedule_named(f, k));
     } else if (f == "--layout") {

@@ -45,7 +45,9 @@
  *   DP: after the pipeline (no overlap with backward: an upper bound), the gradients of a rank
  *     are reduced over their replicas (dp x cp for dense layers, dp x tp / ep x cp for experts):
  *     a ring all-reduce, 2 (n - 1) / n x bytes / bandwidth + 2 (n - 1) x latency; ZeRO 1/2 a
- *     reduce-scatter and an all-gather of the same total; ZeRO-3 the reduce-scatter only.
+ *     reduce-scatter and an all-gather of the same total; ZeRO-3 the reduce-scatter only. Before
+ *     it, a ring all-reduce of grad_allreduce_bytes per parameter when the config sets it, and
+ *     an MoE layer's shared_params' all-reduce over the tp group.
  *   memory per rank: weights + gradients + optimizer state of the rank's parameters (ZeRO-1
  *     shards the optimizer state over the replicas, ZeRO-2 also the gradients, ZeRO-3 also the
  *     weights, plus one stage's gathered weights) + the simulator's activation peak.
@@ -55,11 +57,11 @@
  * key fails with WEFT_ERR_INVALID_ARGUMENT naming file:line and the key):
  *   model file: one line per layer kind, in model order (count copies in a row),
  *     layer name=NAME count=C params=P flops=F fwd=S bwd=S act=B out=B experts=E topk=K tp=0|1 kv=B
- *           tp_rep=R tp_ar=A
+ *           tp_rep=R tp_ar=A shared=P
  *     (name required, no spaces; count default 1; flops or fwd required; tp default 1; the rest
- *     default 0, topk 1 with experts > 0; tp_rep and tp_ar are tp_replicated and
- *     tp_allreduces), and at most one
- *     train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12
+ *     default 0, topk 1 with experts > 0; tp_rep, tp_ar and shared are tp_replicated,
+ *     tp_allreduces and shared_params), and at most one
+ *     train global_batch=G weight_bytes=2 grad_bytes=2 optimizer_bytes=12 grad_allreduce_bytes=0
  *   cluster file: one or more lines (later ones set more keys; a key set twice is an error)
  *     cluster hosts=H ranks_per_host=R memory=BYTES flops=F intra_bw=B intra_lat=S inter_bw=B inter_lat=S
  *             intra_allreduce=N:S,N:S,... intra_alltoall=N:S,...
@@ -111,6 +113,12 @@ typedef struct weft_plan *weft_plan_t;
  *     adds, a projection outside the split (Megatron without sequence parallelism); 0 = none.
  *   tp_allreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
  *     layer (0 = 2: a transformer block; 1: an MLP or attention block alone).
+ *   shared_params: of an MoE layer's params, those every rank holds whole (the router, shared
+ *     experts, a head fused into the layer; 0..params, 0 for a dense layer). An MoE layer's
+ *     tokens are split over tp, so the tp ranks' gradients of these differ: they are
+ *     all-reduced over the tp group once a step (grad_bytes each), then stored and reduced over
+ *     dp x cp as a dense layer's parameters are. The rest (params - shared_params) are the
+ *     experts, sharded over ep.
  */
 typedef struct weft_plan_layer {
   const char *name;
@@ -127,6 +135,7 @@ typedef struct weft_plan_layer {
   double context_bytes;
   double tp_replicated;
   int tp_allreduces;
+  double shared_params;
 } weft_plan_layer_t;
 
 /* The kinds of collective a cluster description may give measured costs for. */
@@ -244,6 +253,11 @@ typedef struct weft_plan_layout {
  *   scaling: nonzero = compute the scaling curves (weft_plan_scaling) during creation.
  *   layer_size: the stride of `layers` in bytes (sizeof(weft_plan_layer_t) from the INIT macro;
  *     80 or 0: the first release's layout; any other size is refused).
+ *   grad_allreduce_bytes: bytes per parameter of an all-reduce of every gradient over its
+ *     replicas (dp x cp; experts dp x tp / ep x cp) before the DP reduction above: a framework
+ *     that sums gradients in a wider type for a reproducible result and hands the rounded sum
+ *     to ZeRO pays it (the moe_digits demo: 8, float64). 0 = none (weft_plan_load: the model
+ *     file's train line).
  * The search tries every (dp, tp, pp, cp) with dp tp pp cp = ranks and dp dividing the batch,
  * every ep that divides dp tp and every MoE layer's experts, ZeRO 0..3, and per (dp, tp, pp,
  * cp, ep) every allowed schedule and micro-batch count (pipeline.h's rules; a schedule with
@@ -275,11 +289,12 @@ typedef struct weft_plan_config {
   const weft_plan_layout_t *layout;
   int scaling;
   size_t layer_size;
+  double grad_allreduce_bytes;
 } weft_plan_config_t;
 
 #define WEFT_PLAN_CONFIG_INIT \
   { sizeof(weft_plan_config_t), NULL, 0, NULL, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, NULL, 0, \
-    sizeof(weft_plan_layer_t) }
+    sizeof(weft_plan_layer_t), 0.0 }
 
 /* Ranks the layouts (or predicts config->layout). WEFT_ERR_INVALID_ARGUMENT naming the field for
  * a bad description; a plan with count 0 when nothing fits (and include_infeasible is 0). */
