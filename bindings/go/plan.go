@@ -44,6 +44,10 @@ type PlanLayer struct {
 	// TPAllreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
 	// layer (0 = 2: a transformer block; 1: an MLP or attention block alone).
 	TPAllreduces int
+	// SharedParams: of an MoE layer's Params, those every rank holds whole (the router, shared
+	// experts). Its tokens are split over tp, so their gradients are all-reduced over tp once a
+	// step, then reduced over dp as a dense layer's; the rest are the experts, sharded over ep.
+	SharedParams float64
 }
 
 // DefaultPlanLayer returns a dense, tensor-parallel layer of one copy named name, with no cost
@@ -151,6 +155,10 @@ type PlanConfig struct {
 	MaxMicrobatches                        int
 	Layout                                 *PlanLayout // nil = search; else predict this layout only
 	Scaling                                bool        // compute the scaling curves at once
+	// GradAllreduceBytes: bytes per parameter of an all-reduce of the gradients over their
+	// replicas before the DP reduction (a float64 sum for reproducibility: 8); 0 = none
+	// (LoadLayoutPlan: the model file's).
+	GradAllreduceBytes float64
 }
 
 // PlanInfo is weft_plan_info_t.
@@ -273,9 +281,10 @@ func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t,
 			d.activation_bytes, d.output_bytes = C.double(l.ActivationBytes), C.double(l.OutputBytes)
 			d.context_bytes = C.double(l.ContextBytes)
 			d.tp_replicated, d.tp_allreduces = C.double(l.TPReplicated), C.int(l.TPAllreduces)
+			d.shared_params = C.double(l.SharedParams)
 		}
 		c.layers, c.num_layers = &layers[0], C.size_t(len(layers))
-		c.layer_size = C.size_t(unsafe.Sizeof(zl)) // the stride of layers: the 96-byte weft_plan_layer_t
+		c.layer_size = C.size_t(unsafe.Sizeof(zl)) // the stride of layers: the 104-byte weft_plan_layer_t
 	}
 	if withModel && cfg.Cluster != nil {
 		k := cfg.Cluster
@@ -316,6 +325,7 @@ func (cfg *PlanConfig) stage(s *staging, withModel bool) (*C.weft_plan_config_t,
 	c.global_batch, c.ranks = C.int(cfg.GlobalBatch), C.int(cfg.Ranks)
 	c.weight_bytes, c.grad_bytes = C.double(cfg.WeightBytes), C.double(cfg.GradBytes)
 	c.optimizer_bytes, c.microbatch_overhead = C.double(cfg.OptimizerBytes), C.double(cfg.MicrobatchOverhead)
+	c.grad_allreduce_bytes = C.double(cfg.GradAllreduceBytes)
 	c.top, c.include_infeasible = C.int(cfg.Top), cBool(cfg.IncludeInfeasible)
 	c.max_pp, c.max_tp, c.max_cp = C.int(cfg.MaxPP), C.int(cfg.MaxTP), C.int(cfg.MaxCP)
 	c.tp_across_hosts = cBool(cfg.TPAcrossHosts)

@@ -180,6 +180,53 @@ func TestPlanTPReplicatedAndAllreduces(t *testing.T) {
 	k.finish()
 }
 
+// TestPlanGradAllreduceBytesAndSharedParams: GradAllreduceBytes adds a ring all-reduce of that
+// many bytes per parameter over the replicas before the DP reduction; an MoE layer's
+// SharedParams are summed over tp once a step, then reduced as dense ones, while its experts
+// (Params - SharedParams, ep 1) are reduced over their dp x tp / ep = 2 replicas (plan.h).
+func TestPlanGradAllreduceBytesAndSharedParams(t *testing.T) {
+	k := newChecks(t, "plan grad_allreduce_bytes/shared_params")
+	n := float64(planG / 2)
+	wide, _ := ringAllreduce(2, planP*8)
+	plain, _ := ringAllreduce(2, planP*2)
+	p, err := NewLayoutPlan(&PlanConfig{Layers: planModel(), Cluster: planCluster(1e9), GlobalBatch: planG,
+		Layout: gpipeM1(2, 1), GradAllreduceBytes: 8})
+	if err != nil {
+		t.Fatalf("NewLayoutPlan: %v", err)
+	}
+	defer p.Close()
+	b := planOK(p.Layout(0))
+	k.close("dp 2, GradAllreduceBytes 8: step", b.StepSeconds, n*(planF+planB)+wide+plain, planRel)
+	k.close("dp 2, GradAllreduceBytes 8: communication", b.CommunicationSeconds, wide+plain, planRel)
+
+	s, tp := 200.0, 2.0
+	moe := planModel()
+	moe[0].Name, moe[0].Experts, moe[0].TopK, moe[0].SharedParams = "moe", 2, 1, s
+	gather := (tp-1)/tp*planOut*planG/planBW + (tp-1)*planLat
+	shared, _ := ringAllreduce(tp, s*2)
+	experts, _ := ringAllreduce(tp, (planP-s)*2)
+	compute := planG * (planF + planB) / tp
+	lay := gpipeM1(1, 2)
+	lay.EP = 1
+	mp, err := NewLayoutPlan(&PlanConfig{Layers: moe, Cluster: planCluster(1e9), GlobalBatch: planG, Layout: lay})
+	if err != nil {
+		t.Fatalf("NewLayoutPlan(moe): %v", err)
+	}
+	defer mp.Close()
+	mb := planOK(mp.Layout(0))
+	k.close("tp 2, SharedParams 200: step", mb.StepSeconds, compute+2*gather+shared+experts, planRel)
+	k.close("tp 2, SharedParams 200: static bytes", mb.StaticBytes, planP*16, planRel)
+	moe[0].SharedParams = 2 * planP
+	_, err = NewLayoutPlan(&PlanConfig{Layers: moe, Cluster: planCluster(1e9), GlobalBatch: planG, Layout: lay})
+	k.holds("SharedParams above Params is ErrInvalidArgument", errors.Is(err, ErrInvalidArgument))
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	k.contains("SharedParams above Params", msg, "shared_params")
+	k.finish()
+}
+
 // TestPlanEveryFieldReachesTheLibrary: closed forms that only hold when each description field
 // arrives where plan.h puts it (the binding's field mapping): the inter-host link, flops, bytes
 // per parameter and the overhead; an MoE layer under expert parallelism; a layer kept whole over

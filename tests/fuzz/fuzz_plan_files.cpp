@@ -25,10 +25,12 @@ void check_model(const ModelFile& m, const std::string& text) {
                     l.experts >= 0 && (l.experts == 0 || (l.top_k >= 1 && l.top_k <= l.experts)) &&
                     good(l.params) && good(l.forward_flops) && good(l.forward_seconds) && good(l.backward_seconds) &&
                     good(l.activation_bytes) && good(l.output_bytes) && good(l.context_bytes) &&
-                    good(l.tp_replicated) && l.tp_replicated <= 1 && l.tp_allreduces >= 0 && l.tp_allreduces <= 64;
+                    good(l.tp_replicated) && l.tp_replicated <= 1 && l.tp_allreduces >= 0 && l.tp_allreduces <= 64 &&
+                    good(l.shared_params) && l.shared_params <= l.params && (l.experts > 0 || l.shared_params == 0);
     if (!ok) fuzz::broken("plan_files", "accepted layer breaks a promise", text);
   }
-  if (m.global_batch < 0 || !good(m.weight_bytes) || !good(m.grad_bytes) || !good(m.optimizer_bytes)) {
+  if (m.global_batch < 0 || !good(m.weight_bytes) || !good(m.grad_bytes) || !good(m.optimizer_bytes) ||
+      !good(m.grad_allreduce_bytes)) {
     fuzz::broken("plan_files", "accepted train line breaks a promise", text);
   }
 }

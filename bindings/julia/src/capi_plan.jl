@@ -14,8 +14,9 @@ const WEFT_PLAN_FORMAT_JSON = Cint(2)
 const WEFT_PLAN_ALLREDUCE = Cint(0)
 const WEFT_PLAN_ALLTOALL = Cint(1)
 
-# weft_plan_layer_t (96 bytes; params at 24, tp_replicated at 80, tp_allreduces at 88): an array
-# element whose stride is the config's layer_size (the first release's 80 ended at context_bytes).
+# weft_plan_layer_t (104 bytes; params at 24, tp_replicated at 80, tp_allreduces at 88,
+# shared_params at 96): an array element whose stride is the config's layer_size (the first
+# release's 80 ended at context_bytes).
 struct PlanLayerC
     name::Ptr{UInt8}
     count::Cint
@@ -31,6 +32,7 @@ struct PlanLayerC
     context_bytes::Cdouble
     tp_replicated::Cdouble
     tp_allreduces::Cint
+    shared_params::Cdouble
 end
 
 # weft_plan_collective_t (16 bytes; seconds at 8): an array element, layout frozen.
@@ -78,7 +80,8 @@ struct PlanLayoutC
     communication_bytes::Cdouble
 end
 
-# weft_plan_config_t (144 bytes; kinds at 96, layout at 120, layer_size at 136).
+# weft_plan_config_t (152 bytes; kinds at 96, layout at 120, layer_size at 136,
+# grad_allreduce_bytes at 144).
 struct PlanConfigC
     struct_size::Csize_t
     layers::Ptr{PlanLayerC}
@@ -102,6 +105,7 @@ struct PlanConfigC
     layout::Ptr{PlanLayoutC}
     scaling::Cint
     layer_size::Csize_t
+    grad_allreduce_bytes::Cdouble
 end
 
 # weft_plan_info_t (40 bytes).

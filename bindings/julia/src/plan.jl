@@ -9,7 +9,7 @@
     PlanLayer(; name="", count=1, experts=0, top_k=1, tensor_parallel=true, params=0.0,
               forward_flops=0.0, forward_seconds=0.0, backward_seconds=0.0,
               activation_bytes=0.0, output_bytes=0.0, context_bytes=0.0, tp_replicated=0.0,
-              tp_allreduces=0)
+              tp_allreduces=0, shared_params=0.0)
 
 One layer kind of the model (`weft_plan_layer_t`), `count` copies in a row. Per-sample
 quantities are for one sample of the global batch; `experts > 0` makes an MoE layer (`params`
@@ -19,7 +19,9 @@ twice the forward; `tensor_parallel=false` keeps the layer whole on every tp ran
 of its forward and backward time that every tp rank runs whole (norms, residual adds, a
 projection outside the split); 0 = none. `tp_allreduces`: all-reduces over tp per micro-batch in
 each direction of a splittable dense layer (0 = 2: a transformer block; 1: an MLP or attention
-block alone).
+block alone). `shared_params`: of an MoE layer's `params`, those every rank holds whole (the
+router, shared experts); its tokens are split over tp, so their gradients are all-reduced over tp
+once a step, then reduced over dp as a dense layer's; the rest are the experts, sharded over ep.
 """
 Base.@kwdef struct PlanLayer
     name::String = ""
@@ -36,6 +38,7 @@ Base.@kwdef struct PlanLayer
     context_bytes::Float64 = 0.0
     tp_replicated::Float64 = 0.0
     tp_allreduces::Int = 0
+    shared_params::Float64 = 0.0
 end
 
 """
@@ -155,7 +158,8 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
                            grad_bytes::Real=0.0, optimizer_bytes::Real=0.0, microbatch_overhead::Real=0.0,
                            top::Integer=0, include_infeasible::Bool=false, max_pp::Integer=0, max_tp::Integer=0,
                            max_cp::Integer=0, tp_across_hosts::Bool=false, kinds=nothing, max_microbatches::Integer=0,
-                           layout::Union{Nothing,PlanLayout}=nothing, scaling::Bool=false)
+                           layout::Union{Nothing,PlanLayout}=nothing, scaling::Bool=false,
+                           grad_allreduce_bytes::Real=0.0)
     names = String[String(l.name) for l in layers]
     for (i, n) in enumerate(names)
         occursin('\0', n) && _invalid("layers[$i]: the name contains a NUL character")
@@ -170,7 +174,8 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
                                    _cint(l.top_k, "layers[$i].top_k"), Cint(l.tensor_parallel), Float64(l.params),
                                    Float64(l.forward_flops), Float64(l.forward_seconds), Float64(l.backward_seconds),
                                    Float64(l.activation_bytes), Float64(l.output_bytes), Float64(l.context_bytes),
-                                   Float64(l.tp_replicated), _cint(l.tp_allreduces, "layers[$i].tp_allreduces"))
+                                   Float64(l.tp_replicated), _cint(l.tp_allreduces, "layers[$i].tp_allreduces"),
+                                   Float64(l.shared_params))
                         for (i, l) in enumerate(layers)]
         GC.@preserve cl lc begin
             cfg = Ref(PlanConfigC(Csize_t(sizeof(PlanConfigC)), isempty(lc) ? Ptr{PlanLayerC}(C_NULL) : pointer(lc),
@@ -182,7 +187,8 @@ function _with_plan_config(f, layers, cluster; global_batch::Integer=0, ranks::I
                                   isempty(ks) ? Ptr{Cint}(C_NULL) : pointer(ks), Csize_t(length(ks)),
                                   _cint(max_microbatches, "max_microbatches"),
                                   isempty(lay) ? Ptr{PlanLayoutC}(C_NULL) : pointer(lay), Cint(scaling),
-                                  Csize_t(sizeof(PlanLayerC))))   # layer_size: the stride of lc, 96 bytes
+                                  Csize_t(sizeof(PlanLayerC)),   # layer_size: the stride of lc, 104 bytes
+                                  Float64(grad_allreduce_bytes)))
             f(cfg)   # the value of the blocks, and so of the function (no return out of GC.@preserve)
         end
     end
@@ -217,10 +223,13 @@ end
     plan_layouts(layers::AbstractVector{PlanLayer}, cluster::PlanCluster; global_batch, ranks=0,
                  weight_bytes=0, grad_bytes=0, optimizer_bytes=0, microbatch_overhead=0, top=0,
                  include_infeasible=false, max_pp=0, max_tp=0, max_cp=0, tp_across_hosts=false,
-                 kinds=nothing, max_microbatches=0, layout=nothing, scaling=false) -> LayoutPlan
+                 kinds=nothing, max_microbatches=0, layout=nothing, scaling=false,
+                 grad_allreduce_bytes=0) -> LayoutPlan
 
 `weft_plan_create`: the layouts of the model on the cluster ranked by predicted step time (those
 that fit first), or `layout` alone predicted. Zero options take plan.h's defaults.
+`grad_allreduce_bytes`: bytes per parameter of an all-reduce of the gradients over their replicas
+before the DP reduction (a float64 sum for reproducibility: 8; 0 = none).
 """
 function plan_layouts(layers::AbstractVector{PlanLayer}, cluster::PlanCluster; global_batch::Integer, kwargs...)
     _drain()

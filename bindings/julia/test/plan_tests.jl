@@ -125,6 +125,39 @@ function plan_single_rank_tests()
         @test e isa WeftError && occursin("tp_replicated", e.message)
     end
 
+    # plan.h: grad_allreduce_bytes adds a ring all-reduce of that many bytes per parameter over the
+    # replicas before the DP reduction; an MoE layer's shared_params are summed over tp once a
+    # step, then reduced as dense ones, while its experts (params - shared, ep 1) are reduced over
+    # their dp x tp / ep = 2 replicas. Shared parameters above params are refused.
+    @testset "plan: grad_allreduce_bytes and shared_params" begin
+        n = PLAN_G / 2
+        wide, _ = plan_ring_allreduce(2, PLAN_P * 8)
+        plain, _ = plan_ring_allreduce(2, PLAN_P * 2)
+        p = plan_layouts(plan_model(), plan_cluster(); global_batch=PLAN_G, layout=plan_gpipe_m1(2, 1),
+                         grad_allreduce_bytes=8)
+        b = Weft.layout(p, 1)
+        @test isapprox(b.step_seconds, n * (PLAN_F + PLAN_B) + wide + plain; rtol=PLAN_RTOL)
+        @test isapprox(b.communication_seconds, wide + plain; rtol=PLAN_RTOL)
+        close(p)
+        s, tp = 200.0, 2
+        moe(shared) = [PlanLayer(name="moe", experts=2, top_k=1, params=PLAN_P, forward_seconds=PLAN_F,
+                                 backward_seconds=PLAN_B, activation_bytes=PLAN_ACT, output_bytes=PLAN_OUT,
+                                 shared_params=shared)]
+        gather = (tp - 1) / tp * PLAN_OUT * PLAN_G / PLAN_BW + (tp - 1) * PLAN_LAT
+        shared_ar, _ = plan_ring_allreduce(tp, s * 2)
+        experts_ar, _ = plan_ring_allreduce(tp, (PLAN_P - s) * 2)
+        compute = PLAN_G * (PLAN_F + PLAN_B) / tp
+        lay = PlanLayout(tp=tp, ep=1, schedule=Weft.GPIPE, microbatches=1)
+        p = plan_layouts(moe(s), plan_cluster(); global_batch=PLAN_G, layout=lay)
+        b = Weft.layout(p, 1)
+        @test isapprox(b.step_seconds, compute + 2 * gather + shared_ar + experts_ar; rtol=PLAN_RTOL)
+        @test isapprox(b.static_bytes, PLAN_P * 16; rtol=PLAN_RTOL)
+        close(p)
+        e = plan_error(() -> plan_layouts(moe(2 * PLAN_P), plan_cluster(); global_batch=PLAN_G, layout=lay))
+        @test e isa WeftError && e.status == Weft.ERR_INVALID_ARGUMENT
+        @test e isa WeftError && occursin("shared_params", e.message)
+    end
+
     # Closed forms that only hold when each description field arrives where plan.h puts it (the
     # binding's field mapping).
     @testset "plan: every field reaches the library" begin

@@ -44,7 +44,10 @@ class PlanLayer:
     tp (tensor_parallel, or an MoE layer), the share (0..1) of its forward and backward time that
     every tp rank runs whole (norms, residual adds, a projection outside the split); 0 = none.
     tp_allreduces: all-reduces over tp per micro-batch in each direction of a splittable dense
-    layer (0 = 2: a transformer block; 1: an MLP or attention block alone)."""
+    layer (0 = 2: a transformer block; 1: an MLP or attention block alone). shared_params: of an
+    MoE layer's params, those every rank holds whole (the router, shared experts); its tokens are
+    split over tp, so their gradients are all-reduced over tp once a step, then reduced over dp as
+    a dense layer's; the rest are the experts, sharded over ep."""
 
     name: str = ""
     count: int = 1
@@ -60,6 +63,7 @@ class PlanLayer:
     context_bytes: float = 0.0
     tp_replicated: float = 0.0
     tp_allreduces: int = 0
+    shared_params: float = 0.0
 
 
 class PlanCollectiveKind(enum.IntEnum):
@@ -219,7 +223,8 @@ def _c_layer(layer, i):
                                      float(layer.params), float(layer.forward_flops), float(layer.forward_seconds),
                                      float(layer.backward_seconds), float(layer.activation_bytes),
                                      float(layer.output_bytes), float(layer.context_bytes),
-                                     float(layer.tp_replicated), _int(layer.tp_allreduces, what + ".tp_allreduces"))
+                                     float(layer.tp_replicated), _int(layer.tp_allreduces, what + ".tp_allreduces"),
+                                     float(layer.shared_params))
 
 
 def _c_collective(m, i):
@@ -283,7 +288,8 @@ class _Config:
 
     def __init__(self, layers, cluster, global_batch, ranks=0, weight_bytes=0.0, grad_bytes=0.0,
                  optimizer_bytes=0.0, microbatch_overhead=0.0, top=0, include_infeasible=False, max_pp=0, max_tp=0,
-                 max_cp=0, tp_across_hosts=False, kinds=None, max_microbatches=0, layout=None, scaling=False):
+                 max_cp=0, tp_across_hosts=False, kinds=None, max_microbatches=0, layout=None, scaling=False,
+                 grad_allreduce_bytes=0.0):
         layers = list(layers) if layers is not None else []
         self.layers = (_plan_c.weft_plan_layer_t * max(1, len(layers)))(*[_c_layer(l, i) for i, l in enumerate(layers)])
         self.cluster, self.collectives = _c_cluster(cluster) if cluster is not None else (None, None)
@@ -297,7 +303,7 @@ class _Config:
         if layers:
             c.layers = ctypes.cast(self.layers, ctypes.POINTER(_plan_c.weft_plan_layer_t))
         c.num_layers = len(layers)
-        c.layer_size = ctypes.sizeof(_plan_c.weft_plan_layer_t)   # the stride of self.layers: 96 bytes
+        c.layer_size = ctypes.sizeof(_plan_c.weft_plan_layer_t)   # the stride of self.layers: 104 bytes
         if self.cluster is not None:
             c.cluster = ctypes.pointer(self.cluster)
         c.global_batch = _int(global_batch, "global_batch")
@@ -315,6 +321,7 @@ class _Config:
         if self.layout is not None:
             c.layout = ctypes.pointer(self.layout)
         c.scaling = 1 if scaling else 0
+        c.grad_allreduce_bytes = float(grad_allreduce_bytes)
         self.c = c
 
 
@@ -333,7 +340,9 @@ class LayoutPlan(Handle):
     plan.h's text files. Options (keywords; 0 / None / False = plan.h's default): ranks,
     weight_bytes, grad_bytes, optimizer_bytes, microbatch_overhead, top, include_infeasible,
     max_pp, max_tp, max_cp, tp_across_hosts, kinds (schedules to try), max_microbatches, layout (a
-    PlanLayout: predict only it), scaling (compute the curves at once)."""
+    PlanLayout: predict only it), scaling (compute the curves at once), grad_allreduce_bytes (bytes
+    per parameter of an all-reduce of the gradients over their replicas before the ZeRO reduction:
+    a float64 sum for reproducibility is 8; 0 = none, or the model file's)."""
 
     def __init__(self, _handle: int) -> None:
         self._handle = _handle

@@ -12,12 +12,13 @@ _handle = ctypes.c_void_p
 
 
 class weft_plan_layer_t(ctypes.Structure):  # noqa: N801 (the C name)
-    """An array element (no struct_size): the config's layer_size gives its stride (96 bytes with
-    tp_replicated and tp_allreduces; the first release's 80 ended at context_bytes)."""
+    """An array element (no struct_size): the config's layer_size gives its stride (104 bytes with
+    tp_replicated, tp_allreduces and shared_params; the first release's 80 ended at context_bytes)."""
     _fields_ = [("name", ctypes.c_char_p), ("count", _int), ("experts", _int), ("top_k", _int),
                 ("tensor_parallel", _int), ("params", _dbl), ("forward_flops", _dbl), ("forward_seconds", _dbl),
                 ("backward_seconds", _dbl), ("activation_bytes", _dbl), ("output_bytes", _dbl),
-                ("context_bytes", _dbl), ("tp_replicated", _dbl), ("tp_allreduces", _int)]
+                ("context_bytes", _dbl), ("tp_replicated", _dbl), ("tp_allreduces", _int),
+                ("shared_params", _dbl)]
 
 
 class weft_plan_collective_t(ctypes.Structure):  # noqa: N801
@@ -47,7 +48,7 @@ class weft_plan_config_t(ctypes.Structure):  # noqa: N801
                 ("microbatch_overhead", _dbl), ("top", _int), ("include_infeasible", _int), ("max_pp", _int),
                 ("max_tp", _int), ("max_cp", _int), ("tp_across_hosts", _int), ("kinds", ctypes.POINTER(_int)),
                 ("nkinds", _sz), ("max_microbatches", _int), ("layout", ctypes.POINTER(weft_plan_layout_t)),
-                ("scaling", _int), ("layer_size", _sz)]
+                ("scaling", _int), ("layer_size", _sz), ("grad_allreduce_bytes", _dbl)]
 
 
 class weft_plan_info_t(ctypes.Structure):  # noqa: N801

@@ -182,6 +182,44 @@ def test_tp_replicated_share_and_allreduces(tmp_path):
     k.finish()
 
 
+def test_grad_allreduce_bytes_and_shared_params(tmp_path):
+    """plan.h: grad_allreduce_bytes adds a ring all-reduce of that many bytes per parameter over
+    the replicas before the DP reduction; an MoE layer's shared_params are summed over tp once a
+    step (the layer's tokens are split over tp), then reduced as dense ones, while its experts
+    (params - shared_params, ep = 1 here) are reduced over their dp x tp / ep = 2 replicas."""
+    k = Checks("grad_allreduce_bytes/shared_params")
+    dp, n = 2, G // 2
+    wide, _ = ring_allreduce(dp, P * 8)
+    plain, _ = ring_allreduce(dp, P * 2)
+    lay = weft.PlanLayout(dp=dp, schedule="gpipe", microbatches=1)
+    with weft.plan_layouts(model(), cluster(), G, layout=lay, grad_allreduce_bytes=8) as p:
+        k.close("dp 2, grad_allreduce_bytes 8: step", p.best.step_seconds, n * (F + B) + wide + plain)
+        k.close("dp 2, grad_allreduce_bytes 8: communication", p.best.communication_seconds, wide + plain)
+    mf = tmp_path / "model.txt"
+    mf.write_text("layer name=fc params=%r fwd=%r bwd=%r act=%r out=%r\ntrain global_batch=%d grad_allreduce_bytes=8\n"
+                  % (P, F, B, ACT, OUT, G))
+    cf = tmp_path / "cluster.txt"
+    cf.write_text("cluster hosts=1 ranks_per_host=2 memory=%r intra_bw=%r intra_lat=%r\n" % (MEM, BW, LAT))
+    with weft.LayoutPlan.load(mf, cf, layout=lay) as p:
+        k.close("file: train grad_allreduce_bytes=8", p.best.step_seconds, n * (F + B) + wide + plain)
+
+    S, tp = 200.0, 2
+    moe = weft.PlanLayer("moe", experts=2, top_k=1, params=P, forward_seconds=F, backward_seconds=B,
+                         activation_bytes=ACT, output_bytes=OUT, shared_params=S)
+    gather = (tp - 1) / tp * OUT * G / BW + (tp - 1) * LAT   # the tp ranks' tokens gathered (and scattered back)
+    shared, _ = ring_allreduce(tp, S * 2)
+    experts, _ = ring_allreduce(tp, (P - S) * 2)
+    compute = G * (F + B) / tp
+    lay = weft.PlanLayout(tp=tp, ep=1, schedule="gpipe", microbatches=1)
+    with weft.plan_layouts([moe], cluster(), G, layout=lay) as p:
+        k.close("tp 2, shared 200: step", p.best.step_seconds, compute + 2 * gather + shared + experts)
+        k.close("tp 2, shared 200: static bytes", p.best.static_bytes, P * 16)
+    with pytest.raises(weft.InvalidArgument) as e:
+        weft.plan_layouts([dataclasses.replace(moe, shared_params=2 * P)], cluster(), G, layout=lay)
+    k.contains("shared_params above params", str(e.value), "shared_params")
+    k.finish()
+
+
 def test_every_field_reaches_the_library():
     """Closed forms that only hold when each description field arrives where plan.h puts it: the
     inter-host link, flops, bytes per parameter and the per-action overhead; an MoE layer's experts

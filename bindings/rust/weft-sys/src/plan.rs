@@ -14,7 +14,7 @@ pub struct weft_plan {
 pub type weft_plan_t = *mut weft_plan;
 
 /// `weft_plan_layer_t`: one layer kind of the model; an array element (no struct_size) whose
-/// stride the config's `layer_size` gives (96 bytes; the first release's 80 ended at
+/// stride the config's `layer_size` gives (104 bytes; the first release's 80 ended at
 /// `context_bytes`; new fields are only ever appended). Per-sample quantities are for one
 /// sample of the global batch.
 #[repr(C)]
@@ -51,6 +51,9 @@ pub struct weft_plan_layer_t {
     /// All-reduces over tp per micro-batch in each direction of a splittable dense layer (0 = 2:
     /// a transformer block; 1: an MLP or attention block alone).
     pub tp_allreduces: c_int,
+    /// Of an MoE layer's params, those every rank holds whole (router, shared experts): summed
+    /// over tp once a step, then reduced over dp x cp as dense ones; 0 for a dense layer.
+    pub shared_params: f64,
 }
 
 impl Default for weft_plan_layer_t {
@@ -70,6 +73,7 @@ impl Default for weft_plan_layer_t {
             context_bytes: 0.0,
             tp_replicated: 0.0,
             tp_allreduces: 0,
+            shared_params: 0.0,
         }
     }
 }
@@ -251,9 +255,12 @@ pub struct weft_plan_config_t {
     pub layout: *const weft_plan_layout_t,
     /// Nonzero = compute the scaling curves during creation.
     pub scaling: c_int,
-    /// The stride of `layers` in bytes: `size_of::<weft_plan_layer_t>()` (96) from the INIT
+    /// The stride of `layers` in bytes: `size_of::<weft_plan_layer_t>()` (104) from the INIT
     /// constant; 80 or 0 = the first release's layout; any other size is refused.
     pub layer_size: usize,
+    /// Bytes per parameter of an all-reduce of the gradients over their replicas before the DP
+    /// reduction (a float64 sum for reproducibility: 8); 0 = none (load: the model file's).
+    pub grad_allreduce_bytes: f64,
 }
 
 /// `WEFT_PLAN_CONFIG_INIT`.
@@ -280,6 +287,7 @@ pub const WEFT_PLAN_CONFIG_INIT: weft_plan_config_t = weft_plan_config_t {
     layout: core::ptr::null(),
     scaling: 0,
     layer_size: core::mem::size_of::<weft_plan_layer_t>(),
+    grad_allreduce_bytes: 0.0,
 };
 
 /// `weft_plan_info_t`; start from [`WEFT_PLAN_INFO_INIT`].
@@ -386,11 +394,12 @@ mod tests {
     #[test]
     fn plan_layouts_match_the_header() {
         // sizeof/offsetof of capi/include/weft/plan.h on LP64, measured with the C compiler.
-        assert_eq!(size_of::<weft_plan_layer_t>(), 96);
+        assert_eq!(size_of::<weft_plan_layer_t>(), 104);
         assert_eq!(offset_of!(weft_plan_layer_t, params), 24);
         assert_eq!(offset_of!(weft_plan_layer_t, context_bytes), 72);
         assert_eq!(offset_of!(weft_plan_layer_t, tp_replicated), 80);
         assert_eq!(offset_of!(weft_plan_layer_t, tp_allreduces), 88);
+        assert_eq!(offset_of!(weft_plan_layer_t, shared_params), 96);
         assert_eq!(size_of::<weft_plan_collective_t>(), 16);
         assert_eq!(offset_of!(weft_plan_collective_t, ranks), 4);
         assert_eq!(offset_of!(weft_plan_collective_t, seconds), 8);
@@ -405,7 +414,7 @@ mod tests {
         assert_eq!(offset_of!(weft_plan_layout_t, fits), 44);
         assert_eq!(offset_of!(weft_plan_layout_t, step_seconds), 48);
         assert_eq!(offset_of!(weft_plan_layout_t, communication_bytes), 104);
-        assert_eq!(size_of::<weft_plan_config_t>(), 144);
+        assert_eq!(size_of::<weft_plan_config_t>(), 152);
         assert_eq!(offset_of!(weft_plan_config_t, global_batch), 32);
         assert_eq!(offset_of!(weft_plan_config_t, top), 72);
         assert_eq!(offset_of!(weft_plan_config_t, kinds), 96);
@@ -413,6 +422,7 @@ mod tests {
         assert_eq!(offset_of!(weft_plan_config_t, layout), 120);
         assert_eq!(offset_of!(weft_plan_config_t, scaling), 128);
         assert_eq!(offset_of!(weft_plan_config_t, layer_size), 136);
+        assert_eq!(offset_of!(weft_plan_config_t, grad_allreduce_bytes), 144);
         assert_eq!(size_of::<weft_plan_info_t>(), 40);
         assert_eq!(offset_of!(weft_plan_info_t, count), 16);
         assert_eq!(offset_of!(weft_plan_info_t, feasible), 32);
@@ -422,8 +432,8 @@ mod tests {
         assert_eq!(size_of::<weft_plan_scaling_point_t>(), 64);
         assert_eq!(offset_of!(weft_plan_scaling_point_t, strong_seconds), 16);
         assert_eq!(offset_of!(weft_plan_scaling_point_t, gustafson_speedup), 56);
-        assert_eq!(WEFT_PLAN_CONFIG_INIT.struct_size, 144);
-        assert_eq!(WEFT_PLAN_CONFIG_INIT.layer_size, 96);
+        assert_eq!(WEFT_PLAN_CONFIG_INIT.struct_size, 152);
+        assert_eq!(WEFT_PLAN_CONFIG_INIT.layer_size, 104);
         assert_eq!(WEFT_PLAN_LAYOUT_INIT.schedule, WEFT_SCHEDULE_CUSTOM);
     }
 }

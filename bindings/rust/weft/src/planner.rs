@@ -61,6 +61,10 @@ pub struct PlanLayer {
     /// All-reduces over tp per micro-batch in each direction of a splittable dense layer (0 = 2:
     /// a transformer block; 1: an MLP or attention block alone).
     pub tp_allreduces: usize,
+    /// Of an MoE layer's params, those every rank holds whole (the router, shared experts). Its
+    /// tokens are split over tp, so their gradients are all-reduced over tp once a step, then
+    /// reduced over dp as a dense layer's; the rest are the experts, sharded over ep.
+    pub shared_params: f64,
 }
 
 impl Default for PlanLayer {
@@ -80,6 +84,7 @@ impl Default for PlanLayer {
             context_bytes: 0.0,
             tp_replicated: 0.0,
             tp_allreduces: 0,
+            shared_params: 0.0,
         }
     }
 }
@@ -326,6 +331,10 @@ pub struct PlanConfig<'a> {
     pub layout: Option<PlanLayout>,
     /// Compute the scaling curves while creating the plan.
     pub scaling: bool,
+    /// Bytes per parameter of an all-reduce of the gradients over their replicas before the DP
+    /// reduction (a float64 sum for reproducibility: 8); 0 = none ([`LayoutPlan::load`]: the
+    /// model file's).
+    pub grad_allreduce_bytes: f64,
 }
 
 impl<'a> PlanConfig<'a> {
@@ -369,6 +378,7 @@ impl RawConfig {
                 context_bytes: l.context_bytes,
                 tp_replicated: l.tp_replicated,
                 tp_allreduces: to_c_int(l.tp_allreduces, &what("tp_allreduces"))?,
+                shared_params: l.shared_params,
             });
             names.push(name); // moving a CString keeps its heap buffer, so the pointer stays valid
         }
@@ -385,7 +395,7 @@ impl RawConfig {
         let mut c = sys::WEFT_PLAN_CONFIG_INIT;
         c.layers = if layers.is_empty() { ptr::null() } else { layers.as_ptr() };
         c.num_layers = layers.len();
-        c.layer_size = std::mem::size_of::<sys::weft_plan_layer_t>(); // the stride of `layers`: 96
+        c.layer_size = std::mem::size_of::<sys::weft_plan_layer_t>(); // the stride of `layers`: 104
         c.cluster = if cfg.cluster.is_some() { &*cluster } else { ptr::null() };
         c.global_batch = to_c_int(cfg.global_batch, "PlanConfig::global_batch")?;
         c.ranks = to_c_int(cfg.ranks, "PlanConfig::ranks")?;
@@ -393,6 +403,7 @@ impl RawConfig {
         c.grad_bytes = cfg.grad_bytes;
         c.optimizer_bytes = cfg.optimizer_bytes;
         c.microbatch_overhead = cfg.microbatch_overhead;
+        c.grad_allreduce_bytes = cfg.grad_allreduce_bytes;
         c.top = to_c_int(cfg.top, "PlanConfig::top")?;
         c.include_infeasible = cfg.include_infeasible as std::ffi::c_int;
         c.max_pp = to_c_int(cfg.max_pp, "PlanConfig::max_pp")?;

@@ -178,6 +178,46 @@ fn tp_replicated_share_and_allreduces() {
     k.finish();
 }
 
+/// plan.h: grad_allreduce_bytes adds a ring all-reduce of that many bytes per parameter over the
+/// replicas before the DP reduction; an MoE layer's shared_params are summed over tp once a step,
+/// then reduced as dense ones, while its experts (params - shared, ep = 1) are reduced over their
+/// dp x tp / ep = 2 replicas.
+#[test]
+fn grad_allreduce_bytes_and_shared_params() {
+    let mut k = Checks::new("plan grad_allreduce_bytes/shared_params");
+    let n = (G / 2) as f64;
+    let (wide, _) = ring_allreduce(2.0, P * 8.0);
+    let (plain, _) = ring_allreduce(2.0, P * 2.0);
+    let (layers, cl) = (model(), cluster(1e9));
+    let cfg = PlanConfig {
+        global_batch: G,
+        layout: Some(gpipe_m1(2, 1)),
+        grad_allreduce_bytes: 8.0,
+        ..PlanConfig::new(&layers, &cl)
+    };
+    let b = ok("create", LayoutPlan::create(&cfg).and_then(|p| p.layout(0)));
+    k.close("dp 2, grad_allreduce_bytes 8: step", b.step_seconds, n * (F + B) + wide + plain, REL);
+    k.close("dp 2, grad_allreduce_bytes 8: communication", b.communication_seconds, wide + plain, REL);
+
+    let (s, tp) = (200.0, 2.0);
+    let moe = [PlanLayer { name: "moe".into(), experts: 2, top_k: 1, shared_params: s, ..model()[0].clone() }];
+    let gather = (tp - 1.0) / tp * OUT * G as f64 / BW + (tp - 1.0) * LAT;
+    let (shared, _) = ring_allreduce(tp, s * 2.0);
+    let (experts, _) = ring_allreduce(tp, (P - s) * 2.0);
+    let compute = G as f64 * (F + B) / tp;
+    let lay = PlanLayout { ep: 1, ..gpipe_m1(1, 2) };
+    let mcfg = PlanConfig { global_batch: G, layout: Some(lay), ..PlanConfig::new(&moe, &cl) };
+    let b = ok("create moe", LayoutPlan::create(&mcfg).and_then(|p| p.layout(0)));
+    k.close("tp 2, shared 200: step", b.step_seconds, compute + 2.0 * gather + shared + experts, REL);
+    k.close("tp 2, shared 200: static bytes", b.static_bytes, P * 16.0, REL);
+    let over = [PlanLayer { shared_params: 2.0 * P, ..moe[0].clone() }];
+    let ocfg = PlanConfig { global_batch: G, layout: Some(lay), ..PlanConfig::new(&over, &cl) };
+    let e = LayoutPlan::create(&ocfg).expect_err("shared_params above params");
+    k.equal("status", e.status(), Status::InvalidArgument, |_| Status::Internal);
+    k.contains("shared_params above params", e.message(), "shared_params");
+    k.finish();
+}
+
 /// Closed forms that only hold when each description field arrives where plan.h puts it (the
 /// binding's field mapping): the inter-host link, flops, bytes per parameter and the overhead; an
 /// MoE layer under expert parallelism; a layer kept whole over tp; context parallelism.
