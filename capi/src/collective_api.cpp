@@ -106,8 +106,11 @@ WEFT_API weft_status_t weft_allgatherv(const void* sendbuf, size_t sendcount, vo
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
     const int n = h->comm->size(), rank = h->comm->rank();
-    std::vector<size_t> counts = copy_counts(recvcounts, n, "recvcounts");
-    std::vector<size_t> disp = copy_counts(displs, n, "displs");
+    // Per-thread storage: a blocking call on host memory allocates nothing (alloc-budget.txt);
+    // device work and requests take copies of their own.
+    thread_local std::vector<size_t> counts, disp;
+    copy_counts(counts, recvcounts, n, "recvcounts");
+    copy_counts(disp, displs, n, "displs");
     if (counts[static_cast<size_t>(rank)] != sendcount) {
       fail(Status::invalid_argument, "sendcount = %zu but recvcounts[%d] = %zu; they must be equal", sendcount, rank,
            counts[static_cast<size_t>(rank)]);
@@ -120,12 +123,20 @@ WEFT_API weft_status_t weft_allgatherv(const void* sendbuf, size_t sendcount, vo
     check_no_overlap(sendbuf, bytes, recvbuf, total, in_place, "sendbuf == recvbuf + displs[rank]");
     Comm* c = h->comm.get();
     if (on_device(h, stream, {{sendbuf, bytes, "sendbuf"}, {recvbuf, total, "recvbuf"}})) {
-      return launch_device(h, request, "allgatherv", stream,
-                           [=, counts = std::move(counts), disp = std::move(disp)](gpu::Launch& l) {
-                             gpu::allgatherv(l, sendbuf, sendcount, recvbuf, counts, disp, d);
-                           });
+      return launch_device(h, request, "allgatherv", stream, [=, counts = counts, disp = disp](gpu::Launch& l) {
+        gpu::allgatherv(l, sendbuf, sendcount, recvbuf, counts, disp, d);
+      });
     }
-    launch(h, request, "allgatherv", [=, counts = std::move(counts), disp = std::move(disp)] {
+    if (!request) {
+      // By reference to this thread's storage: the executor may run a blocking call's work on its
+      // own thread (behind queued requests), where the name would find that thread's copy. The
+      // caller waits, so the references outlive the work.
+      launch(h, request, "allgatherv", [&, &counts = counts, &disp = disp] {
+        coll::allgatherv(*c, sendbuf, sendcount, recvbuf, counts, disp, d);
+      });
+      return;
+    }
+    launch(h, request, "allgatherv", [=, counts = counts, disp = disp] {
       coll::allgatherv(*c, sendbuf, sendcount, recvbuf, counts, disp, d);
     });
   });
@@ -178,8 +189,12 @@ WEFT_API weft_status_t weft_alltoallv(const void* sendbuf, const size_t* sendcou
     weft_comm* h = lookup_comm(comm, "comm");
     DType d = check_dtype(dtype);
     const int n = h->comm->size();
-    std::vector<size_t> sc = copy_counts(sendcounts, n, "sendcounts"), sd = copy_counts(sdispls, n, "sdispls");
-    std::vector<size_t> rc = copy_counts(recvcounts, n, "recvcounts"), rd = copy_counts(rdispls, n, "rdispls");
+    // Per-thread storage, as in weft_allgatherv.
+    thread_local std::vector<size_t> sc, sd, rc, rd;
+    copy_counts(sc, sendcounts, n, "sendcounts");
+    copy_counts(sd, sdispls, n, "sdispls");
+    copy_counts(rc, recvcounts, n, "recvcounts");
+    copy_counts(rd, rdispls, n, "rdispls");
     size_t sbytes = check_bytes(extent_of(sc, sd, d, "sendcounts/sdispls"), d, "sendcounts/sdispls");
     size_t rbytes = check_bytes(extent_of(rc, rd, d, "recvcounts/rdispls"), d, "recvcounts/rdispls");
     check_buffer(sendbuf, sbytes, "sendbuf");
@@ -188,13 +203,19 @@ WEFT_API weft_status_t weft_alltoallv(const void* sendbuf, const size_t* sendcou
     Comm* c = h->comm.get();
     if (on_device(h, stream, {{sendbuf, sbytes, "sendbuf"}, {recvbuf, rbytes, "recvbuf"}})) {
       return launch_device(h, request, "alltoallv", stream,
-                           [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)](
-                               gpu::Launch& l) { gpu::alltoallv(l, sendbuf, sc, sd, recvbuf, rc, rd, d); });
+                           [=, sc = sc, sd = sd, rc = rc, rd = rd](gpu::Launch& l) {
+                             gpu::alltoallv(l, sendbuf, sc, sd, recvbuf, rc, rd, d);
+                           });
     }
-    launch(h, request, "alltoallv",
-           [=, sc = std::move(sc), sd = std::move(sd), rc = std::move(rc), rd = std::move(rd)] {
-             coll::alltoallv(*c, sendbuf, sc, sd, recvbuf, rc, rd, d);
-           });
+    if (!request) {  // by reference to this thread's storage, as in weft_allgatherv
+      launch(h, request, "alltoallv", [&, &sc = sc, &sd = sd, &rc = rc, &rd = rd] {
+        coll::alltoallv(*c, sendbuf, sc, sd, recvbuf, rc, rd, d);
+      });
+      return;
+    }
+    launch(h, request, "alltoallv", [=, sc = sc, sd = sd, rc = rc, rd = rd] {
+      coll::alltoallv(*c, sendbuf, sc, sd, recvbuf, rc, rd, d);
+    });
   });
 }
 

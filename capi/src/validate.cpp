@@ -65,9 +65,9 @@ void check_no_overlap(const void* a, size_t abytes, const void* b, size_t bbytes
   }
 }
 
-std::vector<size_t> copy_counts(const size_t* arr, int n, const char* arg) {
+void copy_counts(std::vector<size_t>& out, const size_t* arr, int n, const char* arg) {
   if (!arr) fail(Status::invalid_argument, "%s is NULL; expected an array of %d entries", arg, n);
-  return std::vector<size_t>(arr, arr + n);
+  out.assign(arr, arr + n);
 }
 
 size_t extent_of(const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype, const char* what) {

@@ -29,9 +29,10 @@ void check_out(const void* p, const char* arg);
 // documented in-place arrangement.
 void check_no_overlap(const void* a, size_t abytes, const void* b, size_t bbytes, bool allowed_in_place,
                       const char* convention);
-// Copies a per-rank size_t array (v-collectives), checking pointer and that every
-// displacement + count stays inside size_t bytes; returns the largest extent in elements.
-std::vector<size_t> copy_counts(const size_t* arr, int n, const char* arg);
+// Copies a per-rank size_t array (v-collectives) into `out` (its storage reused), checking the
+// pointer. extent_of then checks that every displacement + count stays inside size_t bytes and
+// returns the largest extent in elements.
+void copy_counts(std::vector<size_t>& out, const size_t* arr, int n, const char* arg);
 size_t extent_of(const std::vector<size_t>& counts, const std::vector<size_t>& displs, DType dtype, const char* what);
 
 // Structs that begin with size_t struct_size (older callers pass fewer fields): refuses a size
