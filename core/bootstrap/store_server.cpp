@@ -330,8 +330,9 @@ void StoreServer::Impl::accept_some() {
     if (open.load() >= limits.max_connections) {
       // Closed before a byte is read: the client sees the connection end during its
       // handshake and retries until its deadline, while the clients already in are served.
-      ::close(fd);
+      // Counted first, so whoever sees the connection end also sees it counted.
       over_limit.fetch_add(1);
+      ::close(fd);
       log(limit_logged ? LogLevel::trace : LogLevel::info,
           "store %s: %zu connections open, the limit (WEFT_STORE_MAX_CONNECTIONS); closing %s and every further "
           "connection until some end (logged once; later ones at trace)",
