@@ -210,7 +210,7 @@ TEST(Plan, WiderGradientAllreduceComesBeforeTheZeroReduction) {
   check_value(predict(one, fixed(1, 1, 1, 0, 1)).step, 3 * f * G, "one rank: no reduction at all", kRel);
 }
 
-TEST(Plan, SharedExpertParametersAreReducedOverTheExpertGroup) {
+TEST(Plan, SharedMoeParametersAreSummedOverTheTensorParallelRanks) {
   // shared_params of an MoE layer: whole on every rank (so not divided by ep in memory),
   // all-reduced over the tp group once a step (its tokens are split over tp), then reduced
   // over dp as dense parameters.
