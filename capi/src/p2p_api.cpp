@@ -14,6 +14,7 @@
 #include "capi/src/p2p_run.h"
 #include "capi/src/shim.h"
 #include "capi/src/validate.h"
+#include "core/comm/op_pool.h"
 #include "core/comm/user_p2p.h"
 
 using namespace weft;
@@ -43,7 +44,7 @@ void add_op(P2PBatch& b, const Comm& c, bool is_send, void* buf, size_t count, c
 
 // A receive may not overlap any other buffer of the batch (sends may share memory).
 void check_batch_overlap(const P2PBatch& b) {
-  thread_local std::vector<size_t> order;  // storage reused per thread (see P2PScratch)
+  thread_local std::vector<size_t> order;  // storage reused per thread (see scratch_refs)
   order.clear();
   for (size_t i = 0; i < b.ops.size(); ++i)
     if (b.ops[i].bytes) order.push_back(i);
@@ -71,47 +72,17 @@ void check_batch_overlap(const P2PBatch& b) {
 namespace {
 
 // Storage a blocking call reuses, per thread, so that a steady stream of blocking sends,
-// receives and batches on host memory allocates nothing (tests/multiproc/alloc-budget.txt). A
-// call that finds it taken (it never nests today: nothing run_p2p calls can call back into
-// weft) uses storage of its own.
-struct P2PScratch {
-  bool busy = false;
-  std::vector<gpu::BufferRef> refs;
-  OwnedOps posted;
-};
-thread_local P2PScratch p2p_scratch;
-
-class ScratchLease {
- public:
-  ScratchLease() : mine_(!p2p_scratch.busy) {
-    if (mine_) {
-      p2p_scratch.busy = true;
-      s_ = &p2p_scratch;
-    } else {
-      s_ = &own_;
-    }
-    s_->refs.clear();
-  }
-  ~ScratchLease() {
-    if (mine_) p2p_scratch.busy = false;
-  }
-  ScratchLease(const ScratchLease&) = delete;
-  ScratchLease& operator=(const ScratchLease&) = delete;
-  P2PScratch& operator*() { return *s_; }
-  P2PScratch* operator->() { return s_; }
-
- private:
-  bool mine_;
-  P2PScratch own_;
-  P2PScratch* s_;
-};
+// receives and batches on host memory allocates nothing (tests/multiproc/alloc-budget.txt).
+// run_p2p never nests: nothing it calls can call back into weft.
+thread_local std::vector<gpu::BufferRef> scratch_refs;
+thread_local OwnedOps scratch_posted;
 
 // Posts every operation of `b` into `posted` (empty on entry). On a failed post the ones
 // already posted are handed back (the unfinished to the graveyard) and the error goes on.
 void post_all(Comm& c, const P2PBatch& b, OwnedOps& posted) {
   try {
     for (const gpu::P2POp& o : b.ops) {
-      posted.push_back(take_user_op());
+      posted.push_back(take_pooled_op());
       post_user_p2p(c, *posted.back(), o.is_send, o.peer, o.buf, o.bytes);
     }
   } catch (...) {
@@ -123,8 +94,8 @@ void post_all(Comm& c, const P2PBatch& b, OwnedOps& posted) {
 }  // namespace
 
 void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void* stream, weft_request_t* request) {
-  ScratchLease scratch;
-  std::vector<gpu::BufferRef>& refs = scratch->refs;
+  std::vector<gpu::BufferRef>& refs = scratch_refs;
+  refs.clear();
   for (size_t i = 0; i < b.ops.size(); ++i) refs.push_back({b.ops[i].buf, b.ops[i].bytes, b.names[i].c_str()});
   if (gpu::route(*h->comm, stream, refs) == gpu::Route::device) {
     register_device_request(h, request, what, gpu::p2p(h->comm, what, b.ops, stream, request != nullptr));
@@ -143,7 +114,7 @@ void weft::capi::run_p2p(weft_comm* h, const char* what, const P2PBatch& b, void
     *request = register_request(std::move(r));
     return;
   }
-  OwnedOps& posted = scratch->posted;
+  OwnedOps& posted = scratch_posted;
   post_all(c, b, posted);
   try {
     wait_owned(c, posted, what);
@@ -161,7 +132,7 @@ weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const 
   return guarded(fn, [&] {
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
-    thread_local P2PBatch b;  // storage reused per thread (see P2PScratch)
+    thread_local P2PBatch b;  // storage reused per thread (see scratch_refs)
     b.ops.clear();
     b.names.clear();
     add_op(b, *h->comm, is_send, buf, count, dtype, peer, "");
@@ -189,7 +160,7 @@ WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, wef
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
     if (!ops && nops) fail(Status::invalid_argument, "ops is NULL but nops = %zu; expected an array of nops operations", nops);
-    thread_local P2PBatch b;  // storage reused per thread (see P2PScratch)
+    thread_local P2PBatch b;  // storage reused per thread (see scratch_refs)
     b.ops.clear();
     b.names.clear();
     for (size_t i = 0; i < nops; ++i) {

@@ -31,8 +31,6 @@ void wait_owned(Comm& comm, const OwnedOps& ops, const char* operation) {
   wait_ops(comm, raw, {operation, "", 0});
 }
 
-std::unique_ptr<transport::Op> take_user_op() { return take_pooled_op(); }
-
 void bury_unfinished(Comm& comm, OwnedOps& ops) {
   for (auto& op : ops) {
     if (op && !op->finished()) {

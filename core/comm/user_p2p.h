@@ -20,9 +20,6 @@ void post_user_p2p(Comm& comm, transport::Op& op, bool is_send, int peer, void* 
 
 using OwnedOps = std::vector<std::unique_ptr<transport::Op>>;
 
-// An operation for post_user_p2p: recycled from this thread's pool (core/comm/op_pool.h) when
-// one is there, so a steady stream of blocking calls does not allocate.
-std::unique_ptr<transport::Op> take_user_op();
 
 bool all_finished(const OwnedOps& ops);
 // wait_ops (progress.h) over owned operations.
