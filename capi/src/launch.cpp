@@ -2,18 +2,12 @@
 
 namespace weft::capi {
 
-void launch_async(weft_comm* h, weft_request_t* request, const char* operation, std::function<void()> work) {
-  std::shared_ptr<Comm> comm = h->comm;
-  // Checked again when the work runs: an abort may arrive while it is queued.
-  auto guarded_work = [comm, work = std::move(work)] {
-    comm->throw_if_unusable();
-    work();
-  };
-  *request = nullptr;
+void register_task_request(weft_comm* h, weft_request_t* request, const char* operation,
+                           std::shared_ptr<Task> task) {
   auto r = std::make_unique<weft_request>();
-  r->comm = comm;
+  r->comm = h->comm;
   r->operation = operation;
-  r->task = comm->executor().submit(std::move(guarded_work));
+  r->task = std::move(task);
   *request = register_request(std::move(r));
 }
 

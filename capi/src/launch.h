@@ -3,7 +3,6 @@
 // device buffers go to core/device instead (NCCL or staging, stream-ordered).
 #pragma once
 
-#include <functional>
 #include <initializer_list>
 #include <memory>
 
@@ -12,8 +11,9 @@
 
 namespace weft::capi {
 
-// The asynchronous half of launch(): queues the work and returns its request.
-void launch_async(weft_comm* h, weft_request_t* request, const char* operation, std::function<void()> work);
+// The asynchronous half of launch(): registers the queued task as the call's request.
+void register_task_request(weft_comm* h, weft_request_t* request, const char* operation,
+                           std::shared_ptr<Task> task);
 
 // Blocking calls run inline without a heap allocation (the work stays a lambda); a request
 // wraps it in a queued task.
@@ -29,7 +29,17 @@ void launch(weft_comm* h, weft_request_t* request, const char* operation, Work&&
     });
     return;
   }
-  launch_async(h, request, operation, std::function<void()>(std::forward<Work>(work)));
+  // One allocation for the task and the work (Executor::submit). The request keeps the
+  // communicator alive until the task is over (weft_request_free waits for it), so the work
+  // may hold it by pointer. Checked again when the work runs: an abort may arrive while it is
+  // queued.
+  *request = nullptr;
+  Comm* c = &comm;
+  std::shared_ptr<Task> task = comm.executor().submit([c, work = std::forward<Work>(work)]() mutable {
+    c->throw_if_unusable();
+    work();
+  });
+  register_task_request(h, request, operation, std::move(task));
 }
 
 // True when the call's buffers are device memory (gpu::route's rule, which also rejects mixed

@@ -6,7 +6,7 @@ void Task::run() noexcept {
   Status status = Status::ok;
   std::string message;
   try {
-    work_();
+    invoke();
   } catch (const Error& e) {
     status = e.status();
     message = e.message();
@@ -17,7 +17,7 @@ void Task::run() noexcept {
     status = Status::internal;
     message = std::string("internal error: ") + e.what();
   }
-  work_ = nullptr;  // release captured state (buffers' owners) as soon as it is done
+  release();
   std::lock_guard<std::mutex> lock(mutex_);
   status_ = status;
   message_ = std::move(message);
@@ -28,7 +28,7 @@ void Task::run() noexcept {
 void Task::cancel(const Error& e) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   if (done_) return;
-  work_ = nullptr;
+  release();
   status_ = e.status();
   message_ = e.message();
   done_ = true;
@@ -63,8 +63,7 @@ Executor::InlineRun::~InlineRun() {
   e->cv_.notify_all();
 }
 
-std::shared_ptr<Task> Executor::submit(std::function<void()> work) {
-  auto task = std::make_shared<Task>(std::move(work));
+std::shared_ptr<Task> Executor::enqueue(std::shared_ptr<Task> task) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_) {
     task->cancel(Error(Status::invalid_argument, "the communicator is being destroyed"));

@@ -5,9 +5,10 @@
 
 #include <condition_variable>
 #include <deque>
-#include <functional>
+#include <type_traits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -15,9 +16,14 @@
 
 namespace weft {
 
+// A queued piece of work and its outcome. The work itself lives in WorkTask<Work>, so that one
+// allocation holds both (a std::function member needed its own for any capture over 16 bytes:
+// an asynchronous collective's buffers, count, dtype and op).
 class Task {
  public:
-  explicit Task(std::function<void()> work) : work_(std::move(work)) {}
+  virtual ~Task() = default;
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
   // Runs the work once, recording its outcome; never throws.
   void run() noexcept;
   // Blocks until run() has finished.
@@ -28,13 +34,30 @@ class Task {
   // Fails the task without running it (executor shut down or communicator aborted).
   void cancel(const Error& e) noexcept;
 
+ protected:
+  Task() = default;
+
  private:
-  std::function<void()> work_;
+  virtual void invoke() = 0;
+  // Drops the work's captured state (buffers' owners) as soon as the task is over.
+  virtual void release() noexcept = 0;
+
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
   Status status_ = Status::ok;
   std::string message_;
+};
+
+template <class Work>
+class WorkTask final : public Task {
+ public:
+  explicit WorkTask(Work work) : work_(std::move(work)) {}
+
+ private:
+  void invoke() override { (*work_)(); }
+  void release() noexcept override { work_.reset(); }
+  std::optional<Work> work_;
 };
 
 class Executor {
@@ -55,18 +78,22 @@ class Executor {
       return;
     }
     // Something is queued: hand the work over and wait, so it may refer to the caller's frame.
-    std::shared_ptr<Task> task = submit(std::function<void()>(std::forward<Work>(work)));
+    std::shared_ptr<Task> task = submit([&work] { work(); });
     task->wait();
     task->rethrow();
   }
-  // Queues work; the returned task completes when it has run.
-  std::shared_ptr<Task> submit(std::function<void()> work);
+  // Queues work (any callable, taken by value); the returned task completes when it has run.
+  template <class Work>
+  std::shared_ptr<Task> submit(Work&& work) {
+    return enqueue(std::make_shared<WorkTask<std::decay_t<Work>>>(std::forward<Work>(work)));
+  }
   // Wakes the worker (used by abort: queued tasks then see the abort flag when they run).
   void wake();
   // Lets queued work finish, then stops the worker thread. Idempotent.
   void shutdown();
 
  private:
+  std::shared_ptr<Task> enqueue(std::shared_ptr<Task> task);
   void worker_loop();
   // Claims the executor for a call on this thread when nothing is queued or running.
   bool begin_inline();
