@@ -1,6 +1,8 @@
 // checked(): every field of a description the planner reads, judged before any arithmetic, so
 // that a bad number is an error naming its field rather than a NaN in a table.
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/common/status.h"
 #include "core/plan/plan.h"
@@ -42,6 +44,9 @@ Options checked(Options o) {
   if (c.hosts > 1) positive(c.inter_bandwidth, "cluster.inter_bandwidth (hosts > 1)");
   else finite(c.inter_bandwidth, "cluster.inter_bandwidth");
   if (o.cluster.inter_bandwidth == 0) o.cluster.inter_bandwidth = c.intra_bandwidth;  // one host: never used
+  // (kind, ranks) -> the entry that gave it: a description may list many measurements, and a
+  // pairwise scan for repeats would be quadratic in them.
+  std::map<std::pair<int, int>, size_t> first_entry;
   for (size_t i = 0; i < c.intra_collectives.size(); ++i) {
     const MeasuredCollective& m = c.intra_collectives[i];
     if (m.kind != Collective::allreduce && m.kind != Collective::alltoall) {
@@ -53,11 +58,10 @@ Options checked(Options o) {
            at("cluster.intra_collectives", i, "ranks").c_str(), m.ranks, c.ranks_per_host);
     }
     finite(m.seconds, at("cluster.intra_collectives", i, "seconds"));
-    for (size_t j = 0; j < i; ++j) {
-      if (c.intra_collectives[j].kind == m.kind && c.intra_collectives[j].ranks == m.ranks) {
-        fail(Status::invalid_argument, "%s: kind %d over %d ranks again (entry %zu has it); expected each once",
-             at("cluster.intra_collectives", i, "ranks").c_str(), static_cast<int>(m.kind), m.ranks, j);
-      }
+    auto [seen, fresh] = first_entry.emplace(std::make_pair(static_cast<int>(m.kind), m.ranks), i);
+    if (!fresh) {
+      fail(Status::invalid_argument, "%s: kind %d over %d ranks again (entry %zu has it); expected each once",
+           at("cluster.intra_collectives", i, "ranks").c_str(), static_cast<int>(m.kind), m.ranks, seen->second);
     }
   }
 

@@ -433,6 +433,10 @@ TEST(Plan, BadDescriptionsAreRefusedNamingTheField) {
   refused(bad, "intra_collectives[0].ranks", "a measured collective larger than a host");
   bad.cluster.intra_collectives = {{Collective::alltoall, 2, 1e-6}, {Collective::alltoall, 2, 2e-6}};
   refused(bad, "intra_collectives[1].ranks", "a size measured twice");
+  bad.cluster.intra_collectives = {{Collective::alltoall, 2, 1e-6}, {Collective::allreduce, 2, 1e-6},
+                                   {Collective::alltoall, 4, 1e-6}, {Collective::alltoall, 2, 2e-6}};
+  refused(bad, "intra_collectives[3].ranks: kind 1 over 2 ranks again (entry 0 has it)",
+          "a size measured twice, apart, named with its first entry");
   bad.cluster.intra_collectives = {{Collective::alltoall, 2, -1e-6}};
   refused(bad, "intra_collectives[0].seconds", "negative seconds");
   bad.cluster.intra_collectives = {{static_cast<Collective>(7), 2, 1e-6}};
