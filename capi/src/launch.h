@@ -29,10 +29,10 @@ void launch(weft_comm* h, weft_request_t* request, const char* operation, Work&&
     });
     return;
   }
-  // One allocation for the task and the work (Executor::submit). The request keeps the
-  // communicator alive until the task is over (weft_request_free waits for it), so the work
-  // may hold it by pointer. Checked again when the work runs: an abort may arrive while it is
-  // queued.
+  // One allocation for the task and the work (Executor::submit). The work may hold the
+  // communicator by pointer: it runs on that communicator's own executor, which finishes its
+  // queued work before the communicator is gone. Checked again when the work runs: an abort may
+  // arrive while it is queued.
   *request = nullptr;
   Comm* c = &comm;
   std::shared_ptr<Task> task = comm.executor().submit([c, work = std::forward<Work>(work)]() mutable {

@@ -5,12 +5,12 @@
 
 #include <condition_variable>
 #include <deque>
-#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "core/common/status.h"
 
