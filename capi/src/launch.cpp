@@ -2,13 +2,12 @@
 
 namespace weft::capi {
 
-void register_task_request(weft_comm* h, weft_request_t* request, const char* operation,
-                           std::shared_ptr<Task> task) {
+weft_request_t register_task_request(std::shared_ptr<Comm> comm, const char* operation, std::shared_ptr<Task> task) {
   auto r = std::make_unique<weft_request>();
-  r->comm = h->comm;
+  r->comm = std::move(comm);
   r->operation = operation;
   r->task = std::move(task);
-  *request = register_request(std::move(r));
+  return register_request(std::move(r));
 }
 
 }  // namespace weft::capi

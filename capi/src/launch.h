@@ -11,9 +11,8 @@
 
 namespace weft::capi {
 
-// The asynchronous half of launch(): registers the queued task as the call's request.
-void register_task_request(weft_comm* h, weft_request_t* request, const char* operation,
-                           std::shared_ptr<Task> task);
+// A queued task as a request on comm (the asynchronous half of launch(), and ZeRO's gather).
+weft_request_t register_task_request(std::shared_ptr<Comm> comm, const char* operation, std::shared_ptr<Task> task);
 
 // Blocking calls run inline without a heap allocation (the work stays a lambda); a request
 // wraps it in a queued task.
@@ -32,14 +31,14 @@ void launch(weft_comm* h, weft_request_t* request, const char* operation, Work&&
   // One allocation for the task and the work (Executor::submit). The work may hold the
   // communicator by pointer: it runs on that communicator's own executor, which finishes its
   // queued work before the communicator is gone. Checked again when the work runs: an abort may
-  // arrive while it is queued.
+  // arrive while it is queued. The request stays NULL if queueing fails.
   *request = nullptr;
   Comm* c = &comm;
   std::shared_ptr<Task> task = comm.executor().submit([c, work = std::forward<Work>(work)]() mutable {
     c->throw_if_unusable();
     work();
   });
-  register_task_request(h, request, operation, std::move(task));
+  *request = register_task_request(h->comm, operation, std::move(task));
 }
 
 // True when the call's buffers are device memory (gpu::route's rule, which also rejects mixed

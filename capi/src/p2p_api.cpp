@@ -77,6 +77,15 @@ namespace {
 thread_local std::vector<gpu::BufferRef> scratch_refs;
 thread_local OwnedOps scratch_posted;
 
+// The batch a blocking call's arguments are checked into, emptied (storage reused per thread,
+// as above; weft_send/weft_recv and weft_p2p_batch never nest, so they may share it).
+P2PBatch& scratch_batch() {
+  thread_local P2PBatch b;
+  b.ops.clear();
+  b.names.clear();
+  return b;
+}
+
 // Posts every operation of `b` into `posted` (empty on entry). On a failed post the ones
 // already posted are handed back (the unfinished to the graveyard) and the error goes on.
 void post_all(Comm& c, const P2PBatch& b, OwnedOps& posted) {
@@ -132,9 +141,7 @@ weft_status_t post(const char* fn, bool is_send, void* buf, size_t count, const 
   return guarded(fn, [&] {
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
-    thread_local P2PBatch b;  // storage reused per thread (see scratch_refs)
-    b.ops.clear();
-    b.names.clear();
+    P2PBatch& b = scratch_batch();
     add_op(b, *h->comm, is_send, buf, count, dtype, peer, "");
     run_p2p(h, is_send ? "send" : "recv", b, stream, request);
   });
@@ -160,9 +167,7 @@ WEFT_API weft_status_t weft_p2p_batch(const weft_p2p_op_t* ops, size_t nops, wef
     if (request) *request = nullptr;
     weft_comm* h = lookup_comm(comm, "comm");
     if (!ops && nops) fail(Status::invalid_argument, "ops is NULL but nops = %zu; expected an array of nops operations", nops);
-    thread_local P2PBatch b;  // storage reused per thread (see scratch_refs)
-    b.ops.clear();
-    b.names.clear();
+    P2PBatch& b = scratch_batch();
     for (size_t i = 0; i < nops; ++i) {
       const weft_p2p_op_t& o = ops[i];
       const std::string prefix = "ops[" + std::to_string(i) + "].";

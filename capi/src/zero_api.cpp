@@ -172,11 +172,7 @@ WEFT_API weft_status_t weft_zero_gather(weft_zero_t zero, size_t group, weft_req
       task->rethrow();
       return;
     }
-    auto r = std::make_unique<weft_request>();
-    r->comm = z->zero->mesh()->group(1u << z->zero->dp_dim());
-    r->operation = "zero_gather";
-    r->task = std::move(task);
-    *request = register_request(std::move(r));
+    *request = register_task_request(z->zero->mesh()->group(1u << z->zero->dp_dim()), "zero_gather", std::move(task));
   });
 }
 

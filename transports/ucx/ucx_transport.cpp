@@ -53,9 +53,9 @@ void default_option(ucp_config_t* config, const char* env_name, const char* opti
 }
 
 // Across hosts without RDMA, UCX moves every byte through TCP sockets, and its defaults cost
-// system calls and round trips there (strace of rank 0, 2+2 ranks over a veth, 1 MiB
-// allreduce, per call: 60 sendmsg, 81 recvfrom, 25 sendto, against Open MPI's 16 writev and
-// 12 readv; bench/compare-netns for the bandwidth):
+// system calls and round trips there (4-rank 1 MiB allreduce over a veth, per call and rank:
+// 83 non-waiting calls, against 26-31 with the values below and Open MPI's 28;
+// tests/multiproc/syscall-budget --netns, docs/performance.md "Socket tuning"):
 //  - rendezvous from 8 KiB: each message waits a round trip (RTS, RTR) that buys no zero copy
 //    on a socket. Eager up to 1 MiB drops the sendto's and the wait; the point-to-point
 //    algorithms' messages are at most a chunk (WEFT_P2P_CHUNK_BYTES, 1 MiB), and a message
@@ -93,8 +93,7 @@ UcxTransport::UcxTransport() {
   // calls per 1 MiB send) at a third of the speed of the shared-memory fifo that the rendezvous
   // falls back to without it (weft-bench sendrecv 2 ranks, 1 MiB: 218 us vs 72 us). Across hosts
   // the fallback (active messages over the same TCP socket) moves the same bytes. Users who set
-  // UCX_TCP_PUT_ENABLE themselves keep their choice. (ucp_config_modify takes a transport's
-  // option without its prefix; TCP is the only transport with this one.)
+  // UCX_TCP_PUT_ENABLE themselves keep their choice.
   default_option(config, "UCX_TCP_PUT_ENABLE", "PUT_ENABLE", "n");
   tune_for_sockets(config);
   ucp_params_t params{};
